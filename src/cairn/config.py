@@ -1,0 +1,68 @@
+"""Typed configuration, read from the environment only at the edge (CLI, API factory)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from cairn.errors import UsageError
+
+DEFAULT_LEASE_SECONDS = 15.0
+
+
+def default_home(environ: Mapping[str, str]) -> Path:
+    """The per-user data directory: $XDG_DATA_HOME/cairn, else ~/.local/share/cairn."""
+    data = environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(data) / "cairn"
+
+
+class Config(BaseModel):
+    """Where cairn keeps its state and how its runners behave."""
+
+    model_config = ConfigDict(frozen=True)
+
+    home: Path
+    database_url: str | None = None
+    lease_seconds: float = Field(default=DEFAULT_LEASE_SECONDS, gt=0)
+    user: str = "admin"
+
+    @property
+    def store_url(self) -> str:
+        return self.database_url or f"sqlite:///{self.home / 'cairn.db'}"
+
+    @property
+    def mirrors_dir(self) -> Path:
+        return self.home / "mirrors"
+
+    @property
+    def workspaces_dir(self) -> Path:
+        return self.home / "workspaces"
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, home: Path | None = None) -> Config:
+        """Build the configuration from CAIRN_* variables; an explicit home wins."""
+        env = os.environ if environ is None else environ
+        lease = env.get("CAIRN_LEASE_SECONDS", str(DEFAULT_LEASE_SECONDS))
+        try:
+            lease_seconds = float(lease)
+        except ValueError:
+            raise UsageError(
+                "CAIRN_LEASE_SECONDS must be a number of seconds, for example 15"
+            ) from None
+        if lease_seconds <= 0:
+            raise UsageError("CAIRN_LEASE_SECONDS must be greater than zero")
+        url = env.get("CAIRN_DATABASE_URL") or None
+        if url and not url.startswith(("sqlite:", "postgresql+psycopg:")):
+            raise UsageError(
+                "CAIRN_DATABASE_URL must be a sqlite:/// path or a postgresql+psycopg:// URL"
+            )
+        chosen = home or (Path(env["CAIRN_HOME"]) if env.get("CAIRN_HOME") else default_home(env))
+        return cls(
+            home=chosen.expanduser().absolute(),
+            database_url=url,
+            lease_seconds=lease_seconds,
+            user=env.get("CAIRN_USER") or "admin",
+        )

@@ -1,0 +1,57 @@
+"""Every error cairn raises on purpose.
+
+CairnError                     each message says what happened and what to do
+├── UsageError                 bad input from a person (exit code 2)
+├── NotFound                   no such job, room, user or group
+├── NotAllowed                 the actor may not make this decision
+├── InvalidState               the job is not at a point where this makes sense
+├── ScriptError                a script agent's YAML is malformed
+├── WorkspaceError             git or the workspace refused something
+│   └── BoundaryError          a path would leave the workspace
+└── StoreError                 the store cannot be opened or migrated
+    └── LeaseLost              this runner's fencing token is no longer current
+"""
+
+from __future__ import annotations
+
+
+class CairnError(Exception):
+    """Root of every error cairn raises on purpose."""
+
+    exit_code = 1
+
+
+class UsageError(CairnError):
+    exit_code = 2
+
+
+class NotFound(CairnError):
+    pass
+
+
+class NotAllowed(CairnError):
+    pass
+
+
+class InvalidState(CairnError):
+    pass
+
+
+class ScriptError(CairnError):
+    pass
+
+
+class WorkspaceError(CairnError):
+    pass
+
+
+class BoundaryError(WorkspaceError):
+    pass
+
+
+class StoreError(CairnError):
+    pass
+
+
+class LeaseLost(StoreError):
+    """Raised when a write carries a fencing token that another claim has superseded."""

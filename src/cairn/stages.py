@@ -1,0 +1,96 @@
+"""The one allowlist of progress stages and job statuses, shared by the engine, CLI and API."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Stage(StrEnum):
+    """A progress stage: the only stage names a user ever sees."""
+
+    queued = "queued"
+    """Submitted; no runner has looked at it yet."""
+    awaiting_run_approval = "awaiting_run_approval"
+    """The run gate: nothing runs until someone (or the group policy) approves."""
+    preparing_baseline = "preparing_baseline"
+    """Fetching the authoritative base branch and checking the baseline checkout."""
+    preparing_workspace = "preparing_workspace"
+    """Creating the job's own worktree from the recorded baseline revision."""
+    preparing_dependencies = "preparing_dependencies"
+    """Materializing verified dependencies into the workspace."""
+    running_agent = "running_agent"
+    """The agent works in the workspace, in the job's own context."""
+    awaiting_dependency_approval = "awaiting_dependency_approval"
+    """The agent asked for a package; a person must approve the exact name and version."""
+    installing_dependency = "installing_dependency"
+    """The constrained installer prepares an approved package."""
+    verifying = "verifying"
+    """The room's verify command runs against the result."""
+    summarizing = "summarizing"
+    """The result is committed to the job branch and summarized for review."""
+    awaiting_review = "awaiting_review"
+    """The integration gate: an admin approves or rejects the final change."""
+    delivering = "delivering"
+    """Pushing the job branch and merging it, each an effect recorded before and after."""
+    completed = "completed"
+    rejected = "rejected"
+    failed = "failed"
+    cancelled = "cancelled"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in TERMINAL_STAGES
+
+    @property
+    def is_gate(self) -> bool:
+        return self in GATE_STAGES
+
+
+TERMINAL_STAGES = frozenset({Stage.completed, Stage.rejected, Stage.failed, Stage.cancelled})
+GATE_STAGES = frozenset(
+    {Stage.awaiting_run_approval, Stage.awaiting_dependency_approval, Stage.awaiting_review}
+)
+
+
+class Status(StrEnum):
+    """Where a job stands with respect to who must act next."""
+
+    queued = "queued"
+    """Runnable: any runner may claim it."""
+    running = "running"
+    """A runner holds its lease; claimable by another once the lease expires."""
+    waiting = "waiting"
+    """At a gate, waiting for a person's decision."""
+    blocked = "blocked"
+    """Needs someone outside cairn (a dirty checkout, lost access); `cairn resume` continues it."""
+    completed = "completed"
+    rejected = "rejected"
+    failed = "failed"
+    cancelled = "cancelled"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in TERMINAL_STATUSES
+
+
+TERMINAL_STATUSES = frozenset({Status.completed, Status.rejected, Status.failed, Status.cancelled})
+RUNNABLE_STATUSES = frozenset({Status.queued, Status.running})
+
+
+class Gate(StrEnum):
+    """A point where a decision is recorded."""
+
+    run = "run"
+    dependency = "dependency"
+    integration = "integration"
+    cancel = "cancel"
+    resume = "resume"
+
+
+class Verdict(StrEnum):
+    approved = "approved"
+    rejected = "rejected"
+    auto = "auto"
+    """Approved by group policy rather than a person; the decision names the policy."""
+    cancelled = "cancelled"
+    resumed = "resumed"

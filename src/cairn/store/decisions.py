@@ -1,0 +1,137 @@
+"""The decision ledger: append-only, each row hash-chained to the one before it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import datetime
+
+import sqlalchemy as sa
+
+from cairn.errors import StoreError
+from cairn.store.records import Decision
+from cairn.store.schema import decisions, utcnow
+
+GENESIS = "0" * 64
+_APPEND_TRIES = 8
+
+
+def content_hash(
+    *,
+    job_id: int | None,
+    gate: str,
+    verdict: str,
+    actor: str,
+    reason: str | None,
+    policy: str | None,
+    at: datetime,
+    prev_hash: str,
+) -> str:
+    """SHA-256 over the canonical JSON of a decision's content and its predecessor's hash."""
+    canonical = json.dumps(
+        {
+            "job_id": job_id,
+            "gate": gate,
+            "verdict": verdict,
+            "actor": actor,
+            "reason": reason,
+            "policy": policy,
+            "at": at.isoformat(timespec="microseconds"),
+            "prev_hash": prev_hash,
+        },
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def append(
+    conn: sa.Connection,
+    *,
+    job_id: int | None,
+    gate: str,
+    verdict: str,
+    actor: str,
+    reason: str | None = None,
+    policy: str | None = None,
+) -> Decision:
+    """Append a decision at the head of the chain.
+
+    `prev_hash` is unique, so two writers that read the same head cannot both append:
+    the loser's insert fails inside its savepoint and it retries on the new head.
+    """
+    for _ in range(_APPEND_TRIES):
+        head = conn.execute(
+            sa.select(decisions.c.hash).order_by(decisions.c.id.desc()).limit(1)
+        ).scalar()
+        prev_hash = head or GENESIS
+        at = utcnow()
+        fields = dict(
+            job_id=job_id,
+            gate=gate,
+            verdict=verdict,
+            actor=actor,
+            reason=reason,
+            policy=policy,
+            at=at,
+            prev_hash=prev_hash,
+        )
+        try:
+            with conn.begin_nested():
+                result = conn.execute(
+                    sa.insert(decisions).values(**fields, hash=content_hash(**fields))
+                )
+        except sa.exc.IntegrityError:
+            continue
+        row = conn.execute(
+            sa.select(decisions).where(decisions.c.id == result.inserted_primary_key[0])
+        ).one()
+        return Decision.from_row(row)
+    raise StoreError("the decision ledger is too busy right now; try the decision again")
+
+
+def for_job(conn: sa.Connection, job_id: int) -> list[Decision]:
+    query = sa.select(decisions).where(decisions.c.job_id == job_id).order_by(decisions.c.id)
+    return [Decision.from_row(r) for r in conn.execute(query)]
+
+
+@dataclass(frozen=True)
+class ChainReport:
+    """The outcome of walking the chain: how many rows held, and the first that did not."""
+
+    checked: int
+    broken_id: int | None = None
+    problem: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.broken_id is None
+
+
+def verify_chain(conn: sa.Connection) -> ChainReport:
+    """Walk the chain from its genesis, recomputing every row's hash."""
+    rows = [Decision.from_row(r) for r in conn.execute(sa.select(decisions).order_by("id"))]
+    by_prev = {row.prev_hash: row for row in rows}
+    seen: set[int] = set()
+    cursor = GENESIS
+    while (row := by_prev.get(cursor)) is not None:
+        expected = content_hash(
+            job_id=row.job_id,
+            gate=row.gate,
+            verdict=row.verdict,
+            actor=row.actor,
+            reason=row.reason,
+            policy=row.policy,
+            at=row.at,
+            prev_hash=row.prev_hash,
+        )
+        if expected != row.hash:
+            return ChainReport(len(seen), row.id, "its content does not match its hash")
+        seen.add(row.id)
+        cursor = row.hash
+    orphan = next((row for row in rows if row.id not in seen), None)
+    if orphan is not None:
+        return ChainReport(len(seen), orphan.id, "it does not follow the row before it")
+    return ChainReport(len(seen))

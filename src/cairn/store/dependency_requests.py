@@ -1,0 +1,51 @@
+"""Structured asks from an agent for one exact package version."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from cairn.store.records import DependencyRequest
+from cairn.store.schema import dependency_requests, utcnow
+
+PENDING, APPROVED, REJECTED = "pending", "approved", "rejected"
+
+
+def add(
+    conn: sa.Connection, job_id: int, *, ecosystem: str, name: str, version: str, reason: str
+) -> DependencyRequest:
+    result = conn.execute(
+        sa.insert(dependency_requests).values(
+            job_id=job_id,
+            ecosystem=ecosystem,
+            name=name,
+            version=version,
+            reason=reason,
+            status=PENDING,
+            created_at=utcnow(),
+        )
+    )
+    return get(conn, result.inserted_primary_key[0])
+
+
+def decide(conn: sa.Connection, request_id: int, status: str, decision_id: int) -> None:
+    conn.execute(
+        sa.update(dependency_requests)
+        .where(dependency_requests.c.id == request_id)
+        .values(status=status, decision_id=decision_id)
+    )
+
+
+def get(conn: sa.Connection, request_id: int) -> DependencyRequest:
+    row = conn.execute(
+        sa.select(dependency_requests).where(dependency_requests.c.id == request_id)
+    ).one()
+    return DependencyRequest.from_row(row)
+
+
+def for_job(conn: sa.Connection, job_id: int) -> list[DependencyRequest]:
+    query = (
+        sa.select(dependency_requests)
+        .where(dependency_requests.c.job_id == job_id)
+        .order_by(dependency_requests.c.id)
+    )
+    return [DependencyRequest.from_row(r) for r in conn.execute(query)]

@@ -1,0 +1,101 @@
+"""Requests (intent, written once) and jobs (where each request stands)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from cairn.errors import NotFound
+from cairn.stages import Stage, Status
+from cairn.store.records import Job, Request
+from cairn.store.schema import events, jobs, requests, utcnow
+
+
+def submit(
+    conn: sa.Connection,
+    *,
+    room_id: int,
+    requester_id: int,
+    text: str,
+    agent: dict[str, Any],
+    scope: dict[str, Any],
+    kind: str = "interactive",
+    retry_of: int | None = None,
+) -> Job:
+    """Record the request and its job, queued for the run gate."""
+    now = utcnow()
+    request_id = conn.execute(
+        sa.insert(requests).values(
+            room_id=room_id,
+            requester_id=requester_id,
+            kind=kind,
+            text=text,
+            agent=agent,
+            scope=scope,
+            created_at=now,
+        )
+    ).inserted_primary_key[0]
+    job_id = conn.execute(
+        sa.insert(jobs).values(
+            request_id=request_id,
+            room_id=room_id,
+            retry_of=retry_of,
+            stage=Stage.queued.value,
+            status=Status.queued.value,
+            fencing_token=0,
+            created_at=now,
+            updated_at=now,
+        )
+    ).inserted_primary_key[0]
+    conn.execute(
+        sa.insert(events).values(
+            job_id=job_id, stage=Stage.queued.value, status=Status.queued.value, at=now
+        )
+    )
+    return get_job(conn, job_id)
+
+
+def get_job(conn: sa.Connection, job_id: int) -> Job:
+    row = conn.execute(sa.select(jobs).where(jobs.c.id == job_id)).first()
+    if row is None:
+        raise NotFound(f"no job {job_id}; `cairn jobs` lists the jobs there are")
+    return Job.from_row(row)
+
+
+def get_request(conn: sa.Connection, request_id: int) -> Request:
+    row = conn.execute(sa.select(requests).where(requests.c.id == request_id)).first()
+    if row is None:
+        raise NotFound(f"no request {request_id}")
+    return Request.from_row(row)
+
+
+def list_jobs(conn: sa.Connection, room_id: int | None = None) -> list[Job]:
+    query = sa.select(jobs).order_by(jobs.c.id)
+    if room_id is not None:
+        query = query.where(jobs.c.room_id == room_id)
+    return [Job.from_row(r) for r in conn.execute(query)]
+
+
+def transition(conn: sa.Connection, job: Job, stage: Stage, status: Status, **fields: Any) -> Job:
+    """Move the job to `stage`/`status` (and set other columns), logging a progress event.
+
+    Leaving a running status for a gate, a block or an end also gives up the lease.
+    """
+    now = utcnow()
+    values: dict[str, Any] = {"stage": stage.value, "status": status.value, "updated_at": now}
+    if status is not Status.running:
+        values |= {"lease_owner": None, "lease_expires_at": None}
+    values |= fields
+    conn.execute(sa.update(jobs).where(jobs.c.id == job.id).values(**values))
+    if (stage, status) != (job.stage, job.status):
+        conn.execute(
+            sa.insert(events).values(job_id=job.id, stage=stage.value, status=status.value, at=now)
+        )
+    return get_job(conn, job.id)
+
+
+def update(conn: sa.Connection, job: Job, **fields: Any) -> Job:
+    """Set columns that are not the stage or status (baseline, fingerprint, summary...)."""
+    conn.execute(sa.update(jobs).where(jobs.c.id == job.id).values(updated_at=utcnow(), **fields))
+    return get_job(conn, job.id)

@@ -1,0 +1,169 @@
+"""Frozen records read from the ledgers: `from_row()` builds one, `evolve()` copies it."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime
+from typing import Any, Self
+
+from cairn.stages import Stage, Status
+
+
+class Record:
+    @classmethod
+    def from_row(cls, row: Any) -> Self:
+        mapping = row._mapping
+        names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        return cls(**{k: v for k, v in mapping.items() if k in names})
+
+    def evolve(self, **changes: Any) -> Self:
+        return dataclasses.replace(self, **changes)  # type: ignore[type-var]
+
+
+@dataclasses.dataclass(frozen=True)
+class User(Record):
+    id: int
+    name: str
+    created_at: datetime
+
+
+@dataclasses.dataclass(frozen=True)
+class Group(Record):
+    id: int
+    name: str
+    policy: dict[str, Any]
+    created_at: datetime
+
+
+@dataclasses.dataclass(frozen=True)
+class Membership(Record):
+    group_id: int
+    user_id: int
+    role: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Room(Record):
+    id: int
+    group_id: int
+    name: str
+    repo: str
+    base_branch: str
+    verify_command: str | None
+    created_at: datetime
+
+
+@dataclasses.dataclass(frozen=True)
+class Request(Record):
+    """The job's intent: immutable once written."""
+
+    id: int
+    room_id: int
+    requester_id: int
+    kind: str
+    text: str
+    agent: dict[str, Any]
+    scope: dict[str, Any]
+    created_at: datetime
+
+
+@dataclasses.dataclass(frozen=True)
+class Job(Record):
+    id: int
+    request_id: int
+    room_id: int
+    retry_of: int | None
+    stage: Stage
+    status: Status
+    baseline: str | None
+    result_fingerprint: str | None
+    summary: str | None
+    diagnosis: str | None
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+    fencing_token: int
+    created_at: datetime
+    updated_at: datetime
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "stage", Stage(self.stage))
+        object.__setattr__(self, "status", Status(self.status))
+
+    @property
+    def branch(self) -> str:
+        return f"cairn/job-{self.id}"
+
+
+@dataclasses.dataclass(frozen=True)
+class StageRun(Record):
+    id: int
+    job_id: int
+    stage: str
+    attempt: int
+    recipe_id: str
+    content_id: str | None
+    evidence: dict[str, Any] | None
+    status: str
+    fencing_token: int
+    started_at: datetime
+    ended_at: datetime | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Decision(Record):
+    id: int
+    job_id: int | None
+    gate: str
+    verdict: str
+    actor: str
+    reason: str | None
+    policy: str | None
+    at: datetime
+    prev_hash: str
+    hash: str
+
+
+@dataclasses.dataclass(frozen=True)
+class DependencyRequest(Record):
+    id: int
+    job_id: int
+    ecosystem: str
+    name: str
+    version: str
+    reason: str
+    status: str
+    decision_id: int | None
+    created_at: datetime
+
+
+@dataclasses.dataclass(frozen=True)
+class Effect(Record):
+    id: int
+    job_id: int
+    kind: str
+    idempotency_key: str
+    status: str
+    external_ref: str | None
+    intended_at: datetime
+    done_at: datetime | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Event(Record):
+    id: int
+    job_id: int
+    stage: str
+    status: str
+    at: datetime
+
+
+@dataclasses.dataclass(frozen=True)
+class Usage(Record):
+    id: int
+    job_id: int
+    agent: str
+    run_kind: str
+    seconds: float
+    input_tokens: int
+    output_tokens: int
+    at: datetime

@@ -1,0 +1,48 @@
+"""Rooms: a group's work room bound to one repository and base branch."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from cairn.errors import NotFound, UsageError
+from cairn.store.identity import _check_name
+from cairn.store.records import Room
+from cairn.store.schema import rooms, utcnow
+
+
+def create_room(
+    conn: sa.Connection,
+    *,
+    name: str,
+    group_id: int,
+    repo: str,
+    base_branch: str,
+    verify_command: str | None = None,
+) -> Room:
+    """Bind a new room to a repository; room names are unique."""
+    _check_name(name, "room")
+    if conn.execute(sa.select(rooms.c.id).where(rooms.c.name == name)).first():
+        raise UsageError(f"room {name!r} already exists; pick another name")
+    result = conn.execute(
+        sa.insert(rooms).values(
+            name=name,
+            group_id=group_id,
+            repo=repo,
+            base_branch=base_branch,
+            verify_command=verify_command,
+            created_at=utcnow(),
+        )
+    )
+    return get_room(conn, result.inserted_primary_key[0])
+
+
+def get_room(conn: sa.Connection, key: int | str) -> Room:
+    column = rooms.c.id if isinstance(key, int) else rooms.c.name
+    row = conn.execute(sa.select(rooms).where(column == key)).first()
+    if row is None:
+        raise NotFound(f"no room {key!r}; `cairn room create` makes one")
+    return Room.from_row(row)
+
+
+def list_rooms(conn: sa.Connection) -> list[Room]:
+    return [Room.from_row(r) for r in conn.execute(sa.select(rooms).order_by(rooms.c.id))]

@@ -1,0 +1,223 @@
+"""The ledgers: one store, separate tables. Alembic migrations create them; this is their map."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Dialect
+
+metadata = sa.MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+
+class UTCDateTime(sa.TypeDecorator[datetime]):
+    """Aware UTC timestamps on every backend, to the microsecond (decision hashes depend on it)."""
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> Any:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("cairn stores only timezone-aware timestamps")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def utcnow() -> datetime:
+    """The current time, aware and in UTC."""
+    return datetime.now(UTC)
+
+
+def _id() -> sa.Column[int]:
+    return sa.Column("id", sa.Integer, primary_key=True, autoincrement=True)
+
+
+def _created() -> sa.Column[datetime]:
+    return sa.Column("created_at", UTCDateTime, nullable=False)
+
+
+def _job_fk(nullable: bool = False) -> sa.Column[int]:
+    return sa.Column("job_id", sa.ForeignKey("jobs.id"), nullable=nullable, index=True)
+
+
+users = sa.Table(
+    "users",
+    metadata,
+    _id(),
+    sa.Column("name", sa.String(64), nullable=False, unique=True),
+    sa.Column("token_hash", sa.String(128)),
+    _created(),
+)
+
+groups = sa.Table(
+    "groups",
+    metadata,
+    _id(),
+    sa.Column("name", sa.String(64), nullable=False, unique=True),
+    sa.Column("policy", sa.JSON, nullable=False),
+    _created(),
+)
+
+memberships = sa.Table(
+    "memberships",
+    metadata,
+    sa.Column("group_id", sa.ForeignKey("groups.id"), primary_key=True),
+    sa.Column("user_id", sa.ForeignKey("users.id"), primary_key=True),
+    sa.Column("role", sa.String(16), nullable=False),
+    _created(),
+)
+
+rooms = sa.Table(
+    "rooms",
+    metadata,
+    _id(),
+    sa.Column("group_id", sa.ForeignKey("groups.id"), nullable=False),
+    sa.Column("name", sa.String(64), nullable=False, unique=True),
+    sa.Column("repo", sa.Text, nullable=False),
+    sa.Column("base_branch", sa.String(255), nullable=False),
+    sa.Column("verify_command", sa.Text),
+    _created(),
+)
+
+# Intent and scope: written once, never updated.
+requests = sa.Table(
+    "requests",
+    metadata,
+    _id(),
+    sa.Column("room_id", sa.ForeignKey("rooms.id"), nullable=False),
+    sa.Column("requester_id", sa.ForeignKey("users.id"), nullable=False),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("text", sa.Text, nullable=False),
+    sa.Column("agent", sa.JSON, nullable=False),
+    sa.Column("scope", sa.JSON, nullable=False),
+    _created(),
+)
+
+jobs = sa.Table(
+    "jobs",
+    metadata,
+    _id(),
+    sa.Column("request_id", sa.ForeignKey("requests.id"), nullable=False, unique=True),
+    sa.Column("room_id", sa.ForeignKey("rooms.id"), nullable=False, index=True),
+    sa.Column("retry_of", sa.ForeignKey("jobs.id")),
+    sa.Column("stage", sa.String(40), nullable=False),
+    sa.Column("status", sa.String(16), nullable=False, index=True),
+    sa.Column("baseline", sa.String(64)),
+    sa.Column("result_fingerprint", sa.String(64)),
+    sa.Column("summary", sa.Text),
+    sa.Column("diagnosis", sa.Text),
+    sa.Column("lease_owner", sa.String(128)),
+    sa.Column("lease_expires_at", UTCDateTime),
+    sa.Column("fencing_token", sa.Integer, nullable=False, server_default="0"),
+    _created(),
+    sa.Column("updated_at", UTCDateTime, nullable=False),
+)
+
+# The execution ledger: one row per attempt at a stage.
+stage_runs = sa.Table(
+    "stage_runs",
+    metadata,
+    _id(),
+    _job_fk(),
+    sa.Column("stage", sa.String(40), nullable=False),
+    sa.Column("attempt", sa.Integer, nullable=False),
+    sa.Column("recipe_id", sa.String(64), nullable=False),
+    sa.Column("content_id", sa.String(64)),
+    sa.Column("evidence", sa.JSON),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("fencing_token", sa.Integer, nullable=False),
+    sa.Column("started_at", UTCDateTime, nullable=False),
+    sa.Column("ended_at", UTCDateTime),
+)
+
+# Append-only and hash-chained: nothing updates or deletes a row.
+decisions = sa.Table(
+    "decisions",
+    metadata,
+    _id(),
+    _job_fk(nullable=True),
+    sa.Column("gate", sa.String(16), nullable=False),
+    sa.Column("verdict", sa.String(16), nullable=False),
+    sa.Column("actor", sa.String(64), nullable=False),
+    sa.Column("reason", sa.Text),
+    sa.Column("policy", sa.String(255)),
+    sa.Column("at", UTCDateTime, nullable=False),
+    sa.Column("prev_hash", sa.String(64), nullable=False, unique=True),
+    sa.Column("hash", sa.String(64), nullable=False, unique=True),
+)
+
+dependency_requests = sa.Table(
+    "dependency_requests",
+    metadata,
+    _id(),
+    _job_fk(),
+    sa.Column("ecosystem", sa.String(16), nullable=False),
+    sa.Column("name", sa.String(214), nullable=False),
+    sa.Column("version", sa.String(64), nullable=False),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("decision_id", sa.ForeignKey("decisions.id")),
+    _created(),
+)
+
+effects = sa.Table(
+    "effects",
+    metadata,
+    _id(),
+    _job_fk(),
+    sa.Column("kind", sa.String(32), nullable=False),
+    sa.Column("idempotency_key", sa.String(255), nullable=False, unique=True),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("external_ref", sa.Text),
+    sa.Column("intended_at", UTCDateTime, nullable=False),
+    sa.Column("done_at", UTCDateTime),
+)
+
+# Job-scoped agent state, addressed only by job id.
+contexts = sa.Table(
+    "contexts",
+    metadata,
+    sa.Column("job_id", sa.ForeignKey("jobs.id"), primary_key=True),
+    sa.Column("agent", sa.String(32), nullable=False),
+    sa.Column("state", sa.JSON, nullable=False),
+    sa.Column("session_id", sa.String(255)),
+    sa.Column("updated_at", UTCDateTime, nullable=False),
+)
+
+events = sa.Table(
+    "events",
+    metadata,
+    _id(),
+    _job_fk(),
+    sa.Column("stage", sa.String(40), nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("at", UTCDateTime, nullable=False),
+)
+
+usage = sa.Table(
+    "usage",
+    metadata,
+    _id(),
+    _job_fk(),
+    sa.Column("agent", sa.String(32), nullable=False),
+    sa.Column("run_kind", sa.String(16), nullable=False),
+    sa.Column("seconds", sa.Float, nullable=False),
+    sa.Column("input_tokens", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("output_tokens", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("at", UTCDateTime, nullable=False),
+)

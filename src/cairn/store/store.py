@@ -1,0 +1,81 @@
+"""The store: one database, two doors (a plain transaction and a fenced one)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from cairn.errors import LeaseLost, StoreError
+from cairn.stages import TERMINAL_STATUSES
+from cairn.store import database
+from cairn.store.schema import jobs, utcnow
+
+
+class Store:
+    """Owns the engine; ledger functions take the connection a transaction hands out."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    @classmethod
+    def open(cls, url: str, *, create: bool = False) -> Store:
+        """Open the store at `url`, migrating it to the newest schema.
+
+        An empty database is created only when `create` is set (`cairn init`), so a mistyped
+        home never silently grows a second, empty store.
+        """
+        engine = database.make_engine(url)
+        try:
+            current = database.current_revision(engine)
+        except sa.exc.OperationalError as exc:
+            engine.dispose()
+            raise StoreError(
+                "cannot reach the store; check CAIRN_DATABASE_URL or --home and try again"
+            ) from exc
+        if current is None and not create:
+            engine.dispose()
+            raise StoreError("no cairn store here yet; run `cairn init` first")
+        if current != database.head_revision():
+            database.upgrade(engine)
+        return cls(engine)
+
+    @property
+    def dialect(self) -> str:
+        return self.engine.dialect.name
+
+    @contextmanager
+    def begin(self) -> Iterator[sa.Connection]:
+        """One transaction: committed when the block ends, rolled back if it raises."""
+        with self.engine.begin() as connection:
+            yield connection
+
+    @contextmanager
+    def fenced(self, job_id: int, fencing_token: int) -> Iterator[sa.Connection]:
+        """A transaction that holds only while `fencing_token` is still the job's current token.
+
+        The guard is an UPDATE of the job row, so on PostgreSQL it also takes the row lock:
+        a concurrent claim (which bumps the token) waits for this transaction, and a write
+        made under a superseded token is refused instead of landing.
+        """
+        with self.engine.begin() as connection:
+            guard = connection.execute(
+                sa.update(jobs)
+                .where(
+                    jobs.c.id == job_id,
+                    jobs.c.fencing_token == fencing_token,
+                    jobs.c.status.not_in([s.value for s in TERMINAL_STATUSES]),
+                )
+                .values(updated_at=utcnow())
+            )
+            if guard.rowcount != 1:
+                raise LeaseLost(
+                    f"job {job_id} is now held by another runner or has ended; "
+                    "this runner stopped driving it"
+                )
+            yield connection
+
+    def close(self) -> None:
+        self.engine.dispose()
