@@ -1,0 +1,51 @@
+"""Agent adapters: one turn in a workspace, one outcome; `get_agent` builds one by short name.
+
+The `script` adapter replays a YAML script deterministically and keeps its position in the
+job's own context, so it resumes exactly like a real agent; the demo and the tests drive it.
+"""
+
+from __future__ import annotations
+
+from cairn.agents.base import Agent, DependencyAsk, Outcome, OutcomeKind, Turn
+from cairn.agents.registry import AGENTS, get_agent, load_agent_spec
+from cairn.agents.script import ScriptAgent
+from cairn.agents.script_format import (
+    AppendStep,
+    DeleteStep,
+    FailStep,
+    FinishStep,
+    LoseStreamStep,
+    RequestDependencyStep,
+    RunStep,
+    Script,
+    Step,
+    WriteStep,
+    parse_script,
+    script_from_data,
+    script_to_data,
+)
+
+__all__ = [
+    "AGENTS",
+    "Agent",
+    "AppendStep",
+    "DeleteStep",
+    "DependencyAsk",
+    "FailStep",
+    "FinishStep",
+    "LoseStreamStep",
+    "Outcome",
+    "OutcomeKind",
+    "RequestDependencyStep",
+    "RunStep",
+    "Script",
+    "ScriptAgent",
+    "Step",
+    "Turn",
+    "WriteStep",
+    "get_agent",
+    "load_agent_spec",
+    "parse_script",
+    "script_from_data",
+    "script_to_data",
+]

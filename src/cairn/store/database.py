@@ -27,6 +27,13 @@ def make_engine(url: str) -> Engine:
     raise StoreError("the store URL must be sqlite:/// or postgresql+psycopg://")
 
 
+def ensure_sqlite_folder(url: str) -> None:
+    """Create the folder a SQLite store file will live in (nothing for other backends)."""
+    parsed = sa.engine.make_url(url)
+    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+        Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+
+
 def _sqlite_engine(url: str) -> Engine:
     engine = sa.create_engine(url, connect_args={"timeout": SQLITE_BUSY_MS / 1000})
 
@@ -56,13 +63,22 @@ def _alembic_config(connection: sa.Connection) -> AlembicConfig:
     return config
 
 
-def head_revision() -> str:
-    """The newest migration this version of cairn knows."""
+def _scripts() -> ScriptDirectory:
     config = AlembicConfig()
     config.set_main_option("script_location", str(MIGRATIONS))
-    head = ScriptDirectory.from_config(config).get_current_head()
+    return ScriptDirectory.from_config(config)
+
+
+def head_revision() -> str:
+    """The newest migration this version of cairn knows."""
+    head = _scripts().get_current_head()
     assert head is not None
     return head
+
+
+def is_known_revision(revision: str) -> bool:
+    """Whether this version of cairn has a migration called `revision`."""
+    return any(script.revision == revision for script in _scripts().walk_revisions())
 
 
 def current_revision(engine: Engine) -> str | None:

@@ -15,6 +15,7 @@ from cairn.store.schema import decisions, utcnow
 
 GENESIS = "0" * 64
 _APPEND_TRIES = 8
+_CHAIN_LOCK = 0x6361_6972_6E00  # "cairn": one advisory lock key for the decision chain
 
 
 def content_hash(
@@ -60,8 +61,11 @@ def append(
     """Append a decision at the head of the chain.
 
     `prev_hash` is unique, so two writers that read the same head cannot both append:
-    the loser's insert fails inside its savepoint and it retries on the new head.
+    the loser's insert fails inside its savepoint and it retries on the new head. On
+    PostgreSQL, writers first queue on one advisory lock, so they rarely race at all.
     """
+    if conn.dialect.name == "postgresql":
+        conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_CHAIN_LOCK)))
     for _ in range(_APPEND_TRIES):
         head = conn.execute(
             sa.select(decisions.c.hash).order_by(decisions.c.id.desc()).limit(1)

@@ -40,7 +40,11 @@ def add_group(conn: sa.Connection, name: str, policy: dict[str, Any] | None = No
     _check_name(name, "group")
     if conn.execute(sa.select(groups.c.id).where(groups.c.name == name)).first():
         raise UsageError(f"group {name!r} already exists; pick another name")
-    values = {"name": name, "policy": dict(policy or DEFAULT_POLICY), "created_at": utcnow()}
+    values = {
+        "name": name,
+        "policy": dict(DEFAULT_POLICY if policy is None else policy),
+        "created_at": utcnow(),
+    }
     result = conn.execute(sa.insert(groups).values(**values))
     return get_group(conn, result.inserted_primary_key[0])
 

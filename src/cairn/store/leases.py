@@ -28,7 +28,10 @@ def claim(
     now = now or utcnow()
     runnable = sa.or_(
         jobs.c.status == Status.queued.value,
-        sa.and_(jobs.c.status == Status.running.value, jobs.c.lease_expires_at < now),
+        sa.and_(
+            jobs.c.status == Status.running.value,
+            sa.or_(jobs.c.lease_expires_at.is_(None), jobs.c.lease_expires_at < now),
+        ),
     )
     query = sa.select(jobs.c.id, jobs.c.fencing_token).where(runnable)
     if job_id is not None:

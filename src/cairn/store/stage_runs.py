@@ -13,7 +13,19 @@ from cairn.store.schema import stage_runs, utcnow
 def start(
     conn: sa.Connection, job_id: int, stage: str, recipe_id: str, fencing_token: int
 ) -> StageRun:
-    """Record the intent to run `stage` with this recipe, before any work starts."""
+    """Record the intent to run `stage` with this recipe, before any work starts.
+
+    An earlier attempt still marked running was cut off (its runner died): mark it abandoned.
+    """
+    conn.execute(
+        sa.update(stage_runs)
+        .where(
+            stage_runs.c.job_id == job_id,
+            stage_runs.c.stage == stage,
+            stage_runs.c.status == "running",
+        )
+        .values(status="abandoned", ended_at=utcnow())
+    )
     attempt = (
         conn.execute(
             sa.select(sa.func.max(stage_runs.c.attempt)).where(

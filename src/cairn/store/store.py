@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from cairn.errors import LeaseLost, StoreError
-from cairn.stages import TERMINAL_STATUSES
+from cairn.stages import Status
 from cairn.store import database
 from cairn.store.schema import jobs, utcnow
 
@@ -27,6 +27,8 @@ class Store:
         An empty database is created only when `create` is set (`cairn init`), so a mistyped
         home never silently grows a second, empty store.
         """
+        if create:
+            database.ensure_sqlite_folder(url)
         engine = database.make_engine(url)
         try:
             current = database.current_revision(engine)
@@ -38,8 +40,15 @@ class Store:
         if current is None and not create:
             engine.dispose()
             raise StoreError("no cairn store here yet; run `cairn init` first")
+        if current is not None and not database.is_known_revision(current):
+            engine.dispose()
+            raise StoreError("this store was written by a newer cairn; upgrade cairn to open it")
         if current != database.head_revision():
-            database.upgrade(engine)
+            try:
+                database.upgrade(engine)
+            except Exception:
+                engine.dispose()
+                raise
         return cls(engine)
 
     @property
@@ -58,7 +67,8 @@ class Store:
 
         The guard is an UPDATE of the job row, so on PostgreSQL it also takes the row lock:
         a concurrent claim (which bumps the token) waits for this transaction, and a write
-        made under a superseded token is refused instead of landing.
+        made under a superseded token is refused instead of landing. Only a running job takes
+        fenced writes: once it waits at a gate or has ended, its last runner's token is spent.
         """
         with self.engine.begin() as connection:
             guard = connection.execute(
@@ -66,14 +76,14 @@ class Store:
                 .where(
                     jobs.c.id == job_id,
                     jobs.c.fencing_token == fencing_token,
-                    jobs.c.status.not_in([s.value for s in TERMINAL_STATUSES]),
+                    jobs.c.status == Status.running.value,
                 )
                 .values(updated_at=utcnow())
             )
             if guard.rowcount != 1:
                 raise LeaseLost(
-                    f"job {job_id} is now held by another runner or has ended; "
-                    "this runner stopped driving it"
+                    f"job {job_id} is now held by another runner, waits for a person, "
+                    "or has ended; this runner stopped driving it"
                 )
             yield connection
 

@@ -26,17 +26,22 @@ def resolve_inside(root: Path, relative: str) -> Path:
         raise BoundaryError(
             f"the agent named a path that climbs out of the workspace ({_shown(relative)})"
         )
-    if pure.parts and pure.parts[0] == ".git":
+    if pure.parts and pure.parts[0].casefold() == ".git":
         raise BoundaryError(
             "the agent tried to touch the repository's .git folder, which is off limits"
         )
     root = root.resolve()
-    target = (root / pure).resolve()
+    try:
+        target = (root / pure).resolve()
+    except (OSError, RuntimeError):
+        # A symlink loop: Python 3.11 raises RuntimeError, with the absolute path in its message.
+        raise BoundaryError(f"the path {_shown(relative)} goes through a symlink loop") from None
     if target != root and root not in target.parents:
         raise BoundaryError(
             f"the path {_shown(relative)} leads outside the workspace through a symlink"
         )
-    if target == root or (root / ".git") == target or (root / ".git") in target.parents:
+    inside = target.relative_to(root).parts
+    if not inside or inside[0].casefold() == ".git":
         raise BoundaryError(
             "the agent tried to touch the repository's .git folder, which is off limits"
         )

@@ -1,0 +1,367 @@
+"""The script agent: replays a parsed script; its position in the script is the job's context."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import secrets
+import signal
+import stat
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import IO, Any
+
+from cairn.agents.base import DependencyAsk, Outcome, OutcomeKind, Turn
+from cairn.agents.script_format import (
+    AppendStep,
+    DeleteStep,
+    FailStep,
+    FileStep,
+    FinishStep,
+    LoseStreamStep,
+    RequestDependencyStep,
+    RunStep,
+    Script,
+    Step,
+    WriteStep,
+    parse_script,
+    script_from_data,
+    script_to_data,
+)
+from cairn.errors import BoundaryError, ScriptError, UsageError
+from cairn.workspace.boundary import resolve_inside
+
+__all__ = ["ScriptAgent", "parse_script", "script_from_data", "script_to_data"]
+
+DEFAULT_COMMAND_TIMEOUT = 600.0
+NOTES_KEPT = 20
+OUTPUT_LINES = 20
+DIAGNOSIS_CHARS = 2000
+# Only the end of a command's output is ever shown, so only the end is read back.
+_OUTPUT_TAIL_BYTES = 64 * 1024
+
+State = dict[str, Any]
+
+
+class _StepFailed(Exception):
+    """A step could not be carried out; the message is the diagnosis without its step number."""
+
+
+class ScriptAgent:
+    """A deterministic agent that replays a script and resumes exactly where it stopped."""
+
+    name = "script"
+
+    def __init__(self, script: Script, *, command_timeout: float = DEFAULT_COMMAND_TIMEOUT) -> None:
+        self.script = script
+        self.command_timeout = command_timeout
+
+    @classmethod
+    def from_spec(cls, spec: Mapping[str, Any]) -> ScriptAgent:
+        """Build the agent from its stored configuration: `{"adapter": "script", "script": ...}`."""
+        if "script" not in spec:
+            raise UsageError(
+                "the script agent's configuration has no script; create it with --agent script:PATH"
+            )
+        timeout = spec.get("command_timeout", DEFAULT_COMMAND_TIMEOUT)
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+            raise UsageError("the script agent's command_timeout must be a positive number")
+        return cls(script_from_data(spec["script"]), command_timeout=float(timeout))
+
+    @classmethod
+    def spec_from_argument(cls, argument: str) -> dict[str, Any]:
+        """Read and parse the script file named by `--agent script:PATH` into a storable spec."""
+        if not argument.strip():
+            raise UsageError(
+                "--agent script needs a script file, for example --agent script:demo.yaml"
+            )
+        path = Path(argument).expanduser()
+        # Messages name only the file, never the local path it was read from.
+        shown = path.name or "the script file"
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise UsageError(
+                f"no script file named {shown!r} was found; check the path in --agent script:PATH"
+            ) from None
+        except IsADirectoryError:
+            raise UsageError(
+                f"{shown!r} is a folder; --agent script:PATH needs a YAML file"
+            ) from None
+        except UnicodeDecodeError:
+            raise ScriptError(f"{shown}: the script is not UTF-8 text; save it as UTF-8") from None
+        except OSError as exc:
+            raise UsageError(
+                f"could not read the script file {shown!r} ({exc.strerror or 'unreadable'}); "
+                "check its permissions"
+            ) from None
+        try:
+            script = parse_script(text)
+        except ScriptError as exc:
+            raise ScriptError(f"{shown}: {exc}") from None
+        return {"adapter": cls.name, "script": script_to_data(script)}
+
+    def run_turn(self, turn: Turn) -> Outcome:
+        """Replay steps from the job's saved position until one of them ends the turn."""
+        state = _loaded_state(turn.state)
+        if state is None:
+            return _failed(
+                "the script agent's saved context is unreadable (it has no valid position); "
+                "start a new job for this request"
+            )
+        if turn.notes:
+            seen = [*state.get("notes_seen", []), *turn.notes][-NOTES_KEPT:]
+            state = _saved(turn, {**state, "notes_seen": seen})
+        steps = self.script.steps
+        while state["position"] < len(steps):
+            step = steps[state["position"]]
+            try:
+                outcome, state = self._step(turn, state, step)
+            except (BoundaryError, _StepFailed) as exc:
+                return _failed(f"step {state['position'] + 1} ({step.kind}): {exc}")
+            if outcome is not None:
+                return outcome
+        return _finished(state, None)
+
+    def _step(self, turn: Turn, state: State, step: Step) -> tuple[Outcome | None, State]:
+        match step:
+            case WriteStep() | AppendStep() | DeleteStep():
+                return None, _apply_file_step(turn, state, step)
+            case RunStep():
+                return self._run(turn, state, step)
+        state = _saved(turn, _advanced(state))
+        return _ending_outcome(step, state), state
+
+    def _run(self, turn: Turn, state: State, step: RunStep) -> tuple[Outcome | None, State]:
+        code, output = _run_command(step.command, turn.workspace, self.command_timeout)
+        where = f"step {state['position'] + 1} (run)"
+        # Advanced only now: a crash while the command runs means it runs again on resume.
+        state = _saved(turn, _advanced(state))
+        if code == 0:
+            return None, state
+        if code is None:
+            head = f"{where}: the command did not finish within {self.command_timeout:g} seconds"
+        elif code < 0:
+            head = f"{where}: the command was killed by signal {-code}"
+        else:
+            head = f"{where}: the command exited with code {code}"
+        return _failed(_with_output_tail(head, output)), state
+
+
+def _ending_outcome(step: Step, state: State) -> Outcome:
+    match step:
+        case RequestDependencyStep():
+            ask = DependencyAsk(step.ecosystem, step.name, step.version, step.reason)
+            return Outcome(OutcomeKind.dependency_request, dependency=ask)
+        case LoseStreamStep():
+            return Outcome(OutcomeKind.interrupted)
+        case FailStep():
+            return _failed(step.message)
+        case FinishStep():
+            return _finished(state, step.summary)
+    raise AssertionError(f"unhandled step {step!r}")  # pragma: no cover
+
+
+def _finished(state: State, summary: str | None) -> Outcome:
+    kind = OutcomeKind.changed if state.get("changed") else OutcomeKind.no_change
+    return Outcome(kind, summary=summary)
+
+
+def _failed(diagnosis: str) -> Outcome:
+    return Outcome(OutcomeKind.failed, diagnosis=diagnosis)
+
+
+def _loaded_state(raw: object) -> State | None:
+    """The job's saved context, or None when it cannot be trusted."""
+    if raw is None:
+        return {"position": 0}
+    if not isinstance(raw, dict):
+        return None
+    position = raw.get("position")
+    if type(position) is not int or position < 0:
+        return None
+    pending = raw.get("pending")
+    if pending is not None and not (
+        isinstance(pending, dict)
+        and isinstance(pending.get("path"), str)
+        and isinstance(pending.get("sha256"), str | None)
+    ):
+        return None
+    if not isinstance(raw.get("notes_seen", []), list):
+        return None
+    return dict(raw)
+
+
+def _saved(turn: Turn, state: State) -> State:
+    turn.save_state(state)
+    return state
+
+
+def _advanced(state: State) -> State:
+    rest = {key: value for key, value in state.items() if key != "pending"}
+    return {**rest, "position": state["position"] + 1}
+
+
+def _apply_file_step(turn: Turn, state: State, step: FileStep) -> State:
+    """Apply a file step exactly once, even across a crash between applying and saving."""
+    target = _resolved(turn.workspace, step.path)
+    pending: dict[str, Any] = state.get("pending") or {}
+    resuming = pending.get("path") == step.path
+    try:
+        if resuming:
+            _remove_stale_temps(target)
+        if not (resuming and _already_applied(target, pending["sha256"])):
+            before = _read_or_none(target)
+            intended = _intended_bytes(step, before)
+            digest = None if intended is None else hashlib.sha256(intended).hexdigest()
+            changed = bool(state.get("changed")) or intended != before
+            intent = {"path": step.path, "sha256": digest}
+            state = _saved(turn, {**state, "pending": intent, "changed": changed})
+            _replace_atomically(target, intended)
+    except OSError as exc:
+        raise _StepFailed(f"could not {step.kind} {step.path}: {exc.strerror or exc}") from None
+    return _saved(turn, _advanced(state))
+
+
+def _resolved(workspace: Path, path: str) -> Path:
+    """The step's target, checked now and not only at parse time: a symlink may have appeared."""
+    return resolve_inside(workspace, path)
+
+
+def _intended_bytes(step: FileStep, before: bytes | None) -> bytes | None:
+    match step:
+        case WriteStep():
+            return step.content.encode("utf-8")
+        case AppendStep():
+            return (before or b"") + step.content.encode("utf-8")
+    if before is None:
+        raise _StepFailed(f"there is no file {step.path} to delete")
+    return None
+
+
+def _already_applied(target: Path, digest: str | None) -> bool:
+    if digest is None:
+        return not target.exists()
+    current = _read_or_none(target)
+    return current is not None and hashlib.sha256(current).hexdigest() == digest
+
+
+def _read_or_none(target: Path) -> bytes | None:
+    try:
+        return target.read_bytes()
+    except FileNotFoundError:
+        return None
+
+
+def _temp_prefix(target: Path) -> str:
+    # Truncated so the temporary name stays within the file system's name limit.
+    return f".{target.name[:100]}.cairn-"
+
+
+def _replace_atomically(target: Path, data: bytes | None) -> None:
+    """Delete the file, or give it exactly `data`: never a half-written file, even on a crash."""
+    if data is None:
+        target.unlink()
+        _sync_folder(target.parent)
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    existing_mode = stat.S_IMODE(target.stat().st_mode) if target.exists() else None
+    temp = target.parent / f"{_temp_prefix(target)}{secrets.token_hex(6)}.tmp"
+    # 0o666 lets the umask decide a new file's mode, as an ordinary write would.
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if existing_mode is not None:
+            os.chmod(temp, existing_mode)  # an edited script stays executable
+        os.replace(temp, target)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    _sync_folder(target.parent)
+
+
+def _remove_stale_temps(target: Path) -> None:
+    """Remove temporary files a crash left beside `target`, so they never reach the diff."""
+    if not target.parent.is_dir():
+        return
+    prefix = _temp_prefix(target)
+    for entry in target.parent.iterdir():
+        if entry.name.startswith(prefix) and entry.name.endswith(".tmp") and entry.is_file():
+            entry.unlink(missing_ok=True)
+
+
+def _sync_folder(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _run_command(command: str, cwd: Path, timeout: float) -> tuple[int | None, str]:
+    """Run `command` with /bin/sh in `cwd`; the exit code (None on timeout) and its output."""
+    # Output goes to a file, not a pipe: memory stays bounded and a background child
+    # holding the pipe open cannot keep the step waiting.
+    with tempfile.TemporaryFile() as output:
+        try:
+            process = subprocess.Popen(
+                ["/bin/sh", "-c", command],
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise _StepFailed(f"could not start the command ({exc.strerror or exc})") from None
+        try:
+            finished = _wait_unreaped(process, timeout)
+        finally:
+            # The command's leftovers (background jobs, a timed-out tree) do not outlive the
+            # step. Only while the shell is unreaped can its group id not have been reused.
+            if process.returncode is None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(process.pid, signal.SIGKILL)
+            code = process.wait()
+        return (code if finished else None), _tail(output)
+
+
+def _wait_unreaped(process: subprocess.Popen[bytes], timeout: float) -> bool:
+    """Wait for the process to exit without reaping it; False when `timeout` ran out first."""
+    if not hasattr(os, "waitid"):  # macOS: fall back to killing the group only on timeout
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+    deadline = time.monotonic() + timeout
+    delay = 0.001
+    while os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(delay)
+        delay = min(delay * 2, 0.05)
+    return True
+
+
+def _tail(output: IO[bytes]) -> str:
+    size = output.seek(0, os.SEEK_END)
+    output.seek(max(0, size - _OUTPUT_TAIL_BYTES))
+    return output.read().decode("utf-8", errors="replace")
+
+
+def _with_output_tail(head: str, output: str) -> str:
+    lines = "\n".join(output.splitlines()[-OUTPUT_LINES:]).strip("\n")
+    if not lines.strip():
+        return f"{head}, with no output"
+    budget = DIAGNOSIS_CHARS - len(head) - 40
+    if len(lines) > budget:
+        lines = "…" + lines[-(budget - 1) :]
+    return f"{head}; the last lines of its output:\n{lines}"

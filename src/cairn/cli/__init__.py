@@ -1,0 +1,66 @@
+"""The `cairn` command line: Typer commands over the library, errors as one clear line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from cairn.cli import job_commands, setup_commands
+from cairn.cli.context import Session, errors
+from cairn.cli.demo import demo
+from cairn.config import Config
+from cairn.errors import CairnError
+
+app = typer.Typer(
+    name="cairn",
+    help="Resumable AI coding jobs against git repositories.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+audit_app = typer.Typer(help="Check the decision ledger.", no_args_is_help=True)
+
+
+@app.callback()
+def _root(
+    ctx: typer.Context,
+    home: Path | None = typer.Option(
+        None,
+        "--home",
+        help="Where cairn keeps its state (default: CAIRN_HOME, else a per-user dir).",
+    ),
+) -> None:
+    ctx.obj = Session(Config.from_env(home=home))
+
+
+app.command()(setup_commands.init)
+app.add_typer(setup_commands.user_app, name="user")
+app.add_typer(setup_commands.room_app, name="room")
+for command in (
+    job_commands.submit,
+    job_commands.run,
+    job_commands.work,
+    job_commands.jobs,
+    job_commands.show,
+    job_commands.approve,
+    job_commands.reject,
+    job_commands.cancel,
+    job_commands.resume,
+):
+    app.command()(command)
+audit_app.command("verify")(job_commands.audit_verify)
+app.add_typer(audit_app, name="audit")
+app.command()(demo)
+
+
+def main() -> None:
+    """Entry point: exit 0 on success, 2 on a usage error, 1 on anything else."""
+    try:
+        app()
+    except CairnError as exc:
+        errors.print(f"error: {exc}", markup=False)
+        raise SystemExit(exc.exit_code) from None
+    except KeyboardInterrupt:
+        errors.print("interrupted; jobs in flight resume from their last recorded stage")
+        raise SystemExit(130) from None

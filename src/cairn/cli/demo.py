@@ -1,0 +1,35 @@
+"""The `cairn demo` command."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import typer
+
+from cairn.cli.context import console
+from cairn.cli.progress import StagePrinter
+from cairn.demo import run_demo
+from cairn.stages import Status
+
+
+def demo(
+    keep: bool = typer.Option(False, "--keep", help="Keep the temporary folder afterwards."),
+) -> None:
+    """Run a scripted job through a dependency gate, review and delivery on a sample repository."""
+    # The demo's agent and verify command call `python`; make that the interpreter running cairn.
+    os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    folder = tempfile.mkdtemp(prefix="cairn-demo-")
+    try:
+        detail = run_demo(
+            Path(folder), lambda line: console.print(line, markup=False), StagePrinter()
+        )
+    finally:
+        if not keep:
+            shutil.rmtree(folder, ignore_errors=True)
+    if detail["status"] != Status.completed:
+        raise typer.Exit(1)
+    console.print("[green]Demo finished:[/] the job went from request to merged change.")

@@ -1,0 +1,117 @@
+"""`cairn demo`: one scripted job through every gate, on a throwaway repository and home."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+from importlib import resources
+from pathlib import Path
+
+from cairn.agents.registry import load_agent_spec
+from cairn.config import Config
+from cairn.jobs import gates
+from cairn.jobs.drive import ProgressCallback
+from cairn.jobs.runner import Runner, user_sanitizer
+from cairn.jobs.submit import submit_job
+from cairn.jobs.view import job_detail
+from cairn.store import Store, decisions, identity
+from cairn.store.rooms import create_room
+from cairn.testing.repos import make_sample_repo
+
+Narrate = Callable[[str], None]
+REQUEST = "Add a greet(name) helper with a test, and mention it in the README."
+
+
+def demo_script() -> str:
+    """The YAML script the demo's agent replays."""
+    return resources.files("cairn.testing").joinpath("demo_script.yaml").read_text()
+
+
+def run_demo(workdir: Path, narrate: Narrate, on_progress: ProgressCallback | None = None) -> dict:
+    """Run the demo in `workdir`; returns the finished job's detail record."""
+    config = Config(home=workdir / "home", user="admin")
+    repo = make_sample_repo(workdir / "sample-repo")
+    script = workdir / "agent.yaml"
+    script.write_text(demo_script())
+    store = Store.open(config.store_url, create=True)
+    try:
+        _set_up(store, repo)
+        runner = Runner(store, config, on_progress=on_progress)
+        narrate("alice (a member of group default) asks the scripted agent for a change:")
+        narrate(f"  “{REQUEST}”")
+        with store.begin() as conn:
+            job = submit_job(
+                conn,
+                room="sample",
+                text=REQUEST,
+                agent=load_agent_spec(f"script:{script}"),
+                actor="alice",
+                sanitizer=user_sanitizer(config),
+            )
+        runner.work(until_idle=True)
+        _decide(
+            store,
+            job.id,
+            narrate,
+            "The agent asked for pypi rich==13.7.1. admin approves exactly that version:",
+        )
+        runner.work(until_idle=True)
+        with store.begin() as conn:
+            detail = job_detail(conn, job.id)
+        narrate(
+            "The job waits at the integration gate. "
+            "The room feed still shows only the request and the stage:"
+        )
+        narrate("  " + detail["feed"].replace("\n", "\n  "))
+        narrate("The reviewer reads the summary:")
+        narrate("  " + (detail["review"] or {}).get("summary", "").replace("\n", "\n  "))
+        _decide(
+            store, job.id, narrate, "admin approves the result; the runner pushes and merges it:"
+        )
+        runner.work(until_idle=True)
+        return _report(store, job.id, repo, narrate)
+    finally:
+        store.close()
+
+
+def _set_up(store: Store, repo: Path) -> None:
+    with store.begin() as conn:
+        group = identity.add_group(conn, "default", {"run_approval": "auto"})
+        for name, role in (("admin", "admin"), ("alice", "member")):
+            user = identity.add_user(conn, name)
+            identity.set_membership(conn, group.id, user.id, role)
+        create_room(
+            conn,
+            name="sample",
+            group_id=group.id,
+            repo=str(repo),
+            base_branch="main",
+            verify_command="python -m pytest -q",
+        )
+
+
+def _decide(store: Store, job_id: int, narrate: Narrate, what: str) -> None:
+    narrate(what)
+    with store.begin() as conn:
+        gates.approve(conn, job_id, "admin")
+
+
+def _report(store: Store, job_id: int, repo: Path, narrate: Narrate) -> dict:
+    with store.begin() as conn:
+        detail = job_detail(conn, job_id)
+        chain = decisions.verify_chain(conn)
+    narrate(f"Job {job_id} is {detail['status']}. The feed now shows the final result:")
+    narrate("  " + detail["feed"].replace("\n", "\n  "))
+    for effect in detail["effects"]:
+        narrate(f"effect {effect['kind']}: {effect['status']}")
+    log = subprocess.run(
+        ["git", "log", "--oneline", "-3", "main"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    narrate("The sample repository's main branch now reads:")
+    narrate("  " + log.replace("\n", "\n  "))
+    narrate(f"Decision chain: {chain.checked} decisions, {'intact' if chain.ok else 'BROKEN'}.")
+    return detail

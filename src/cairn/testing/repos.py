@@ -1,0 +1,85 @@
+"""Small, realistic git repositories for the demo and the tests.
+
+`make_sample_repo` builds a tiny Python project whose own test suite passes under pytest;
+`commit_file` adds one commit to it. Commits use a fixed identity and date, so the same
+steps always produce the same commit ids.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cairn.workspace.git import run_git
+
+SAMPLE_IDENTITY = {
+    "GIT_AUTHOR_NAME": "Sample Author",
+    "GIT_AUTHOR_EMAIL": "author@example.com",
+    "GIT_AUTHOR_DATE": "2024-01-01T12:00:00+00:00",
+    "GIT_COMMITTER_NAME": "Sample Author",
+    "GIT_COMMITTER_EMAIL": "author@example.com",
+    "GIT_COMMITTER_DATE": "2024-01-01T12:00:00+00:00",
+}
+
+SAMPLE_FILES = {
+    "README.md": (
+        "# greeter\n"
+        "\n"
+        "A tiny Python project used by cairn's demo and tests.\n"
+        "\n"
+        "Run the tests with `python -m pytest`.\n"
+    ),
+    ".gitignore": "__pycache__/\n*.pyc\n.pytest_cache/\n.venv/\n",
+    "pyproject.toml": (
+        "[project]\n"
+        'name = "greeter"\n'
+        'version = "0.1.0"\n'
+        'requires-python = ">=3.11"\n'
+        "\n"
+        "[tool.pytest.ini_options]\n"
+        'pythonpath = ["src"]\n'
+        'testpaths = ["tests"]\n'
+    ),
+    "src/app.py": (
+        '"""Greetings for people."""\n'
+        "\n"
+        "\n"
+        "def greet(name: str) -> str:\n"
+        '    """Return a friendly greeting for `name`."""\n'
+        '    return f"Hello, {name}!"\n'
+    ),
+    "tests/test_app.py": (
+        "from app import greet\n"
+        "\n"
+        "\n"
+        "def test_greet_names_the_person():\n"
+        '    assert greet("Ada") == "Hello, Ada!"\n'
+    ),
+}
+
+
+def make_sample_repo(path: Path, *, branch: str = "main") -> Path:
+    """Create a small Python project at `path` with one commit on `branch`; return `path`."""
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    run_git("init", "--quiet", "--template=", f"--initial-branch={branch}", cwd=path)
+    for relpath, content in SAMPLE_FILES.items():
+        _write(path / relpath, content)
+    run_git("add", "--all", cwd=path)
+    run_git("commit", "--quiet", "-m", "Start the greeter project", cwd=path, env=SAMPLE_IDENTITY)
+    return path
+
+
+def commit_file(repo: Path, relpath: str, content: str | bytes, message: str) -> str:
+    """Write `content` to `relpath` in `repo`, commit just that file, and return the commit."""
+    _write(Path(repo) / relpath, content)
+    run_git("add", "--", relpath, cwd=repo)
+    run_git("commit", "--quiet", "-m", message, "--", relpath, cwd=repo, env=SAMPLE_IDENTITY)
+    return run_git("rev-parse", "HEAD", cwd=repo)
+
+
+def _write(file: Path, content: str | bytes) -> None:
+    file.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(content, bytes):
+        file.write_bytes(content)
+    else:
+        file.write_text(content, encoding="utf-8")

@@ -1,0 +1,180 @@
+"""A room's bare mirror under cairn's home, and a read-only look at a person's checkout."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from cairn.errors import WorkspaceError
+from cairn.workspace.git import (
+    GitError,
+    check_branch_name,
+    local_path,
+    run_git,
+    transport_address,
+    try_git,
+)
+
+
+class Mirror:
+    """The bare mirror of one room's repository; job worktrees are added from it."""
+
+    def __init__(self, path: Path, repo: str, base_branch: str) -> None:
+        self.path = Path(path).absolute()
+        self.repo = repo
+        self.base_branch = base_branch
+
+    def __repr__(self) -> str:
+        return f"Mirror(base_branch={self.base_branch!r})"
+
+    @property
+    def base_ref(self) -> str:
+        """Where the mirror keeps the last fetched tip of the base branch."""
+        return f"refs/remotes/origin/{self.base_branch}"
+
+    @property
+    def lock_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".lock")
+
+    @contextmanager
+    def lock(self) -> Iterator[None]:
+        """Hold the mirror's host-wide lock; re-entrant within one process."""
+        with _host_lock(self.lock_path).held():
+            yield
+
+    def exists(self) -> bool:
+        return (self.path / "HEAD").is_file() and (self.path / "objects").is_dir()
+
+    def git(self, *args: str, **kwargs: Any) -> str:
+        """Run a hardened git command inside the mirror."""
+        return run_git(*args, cwd=self.path, **kwargs)
+
+    def fetch_baseline(self) -> str:
+        """Fetch the authoritative base branch (cloning first if needed); return its tip."""
+        check_branch_name(self.base_branch)
+        with self.lock():
+            if not self.exists():
+                self._clone()
+            self._fetch_base()
+            return self.git("rev-parse", "--verify", f"{self.base_ref}^{{commit}}")
+
+    def _clone(self) -> None:
+        # Clone beside the final path and rename, so an interrupted clone never looks finished.
+        staging = self.path.with_name(self.path.name + ".partial")
+        if staging.exists():
+            shutil.rmtree(staging)  # cairn's own leftover from an interrupted clone
+        if self.path.exists():
+            raise WorkspaceError(
+                "the room's mirror folder exists but is not a git mirror; "
+                "move it aside and run the job again"
+            )
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        address = transport_address(self.repo)
+        try:
+            run_git("clone", "--bare", "--quiet", "--template=", "--", address, str(staging))
+        except GitError as exc:
+            raise GitError(
+                "git could not copy the room's repository; check that it exists and is reachable",
+                detail=exc.detail,
+                returncode=exc.returncode,
+            ) from None
+        # Job commits and merge commits are fetched from here by sha before any ref names them.
+        run_git("config", "uploadpack.allowAnySHA1InWant", "true", cwd=staging)
+        staging.rename(self.path)
+
+    def _fetch_base(self) -> None:
+        refspec = f"+refs/heads/{self.base_branch}:{self.base_ref}"
+        address = transport_address(self.repo)
+        try:
+            self.git(
+                "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--", address, refspec
+            )
+        except GitError as exc:
+            if "couldn't find remote ref" in exc.detail:
+                message = (
+                    f"the branch {self.base_branch!r} does not exist in the room's repository; "
+                    "check the room's base branch"
+                )
+            else:
+                message = (
+                    f"git could not fetch branch {self.base_branch!r} from the room's repository"
+                )
+            raise GitError(message, detail=exc.detail, returncode=exc.returncode) from None
+
+
+def checked_out_base(repo: str, base_branch: str) -> Path | None:
+    """The checkout when `repo` is a local non-bare repository with `base_branch` checked out."""
+    path = local_path(repo)
+    if path is None or not path.is_dir():
+        return None
+    if try_git("rev-parse", "--is-bare-repository", cwd=path).stdout != "false":
+        return None
+    # The address must be the top of a checkout, not a folder inside some other repository.
+    top = try_git("rev-parse", "--show-toplevel", cwd=path)
+    if top.returncode != 0 or Path(top.stdout).resolve() != path.resolve():
+        return None
+    head = try_git("symbolic-ref", "-q", "HEAD", cwd=path)
+    return path if head.returncode == 0 and head.stdout == f"refs/heads/{base_branch}" else None
+
+
+def checkout_changes(repo: str, base_branch: str) -> list[str]:
+    """Paths with uncommitted changes in a checkout of the base branch; never modifies it."""
+    checkout = checked_out_base(repo, base_branch)
+    if checkout is None:
+        return []
+    # GIT_OPTIONAL_LOCKS=0 (set on every call) keeps status from refreshing the person's index.
+    out = run_git(
+        "status",
+        "--porcelain=v1",
+        "-z",
+        "--untracked-files=all",
+        "--no-renames",
+        cwd=checkout,
+        failure="git could not read the state of the base branch's checkout",
+    )
+    return sorted({entry[3:] for entry in out.split("\0") if len(entry) > 3})
+
+
+class _HostLock:
+    """An flock on one file, re-entrant for the thread that holds it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._thread_lock = threading.RLock()
+        self._depth = 0
+        self._fd: int | None = None
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        with self._thread_lock:
+            if self._depth == 0:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                self._fd = fd
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+                if self._depth == 0 and self._fd is not None:
+                    os.close(self._fd)  # closing the descriptor releases the flock
+                    self._fd = None
+
+
+_host_locks: dict[str, _HostLock] = {}
+_host_locks_guard = threading.Lock()
+
+
+def _host_lock(path: Path) -> _HostLock:
+    # One _HostLock per file per process: two flocks on separate descriptors of the same
+    # file would block each other even inside one process.
+    key = os.path.abspath(path)
+    with _host_locks_guard:
+        return _host_locks.setdefault(key, _HostLock(Path(key)))

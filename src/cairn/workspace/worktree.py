@@ -1,0 +1,157 @@
+"""A job's own worktree on branch `cairn/job-<id>`, added from the room's mirror."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from cairn.errors import WorkspaceError
+from cairn.workspace.git import IDENTITY, check_branch_name, run_git, try_git
+from cairn.workspace.mirror import Mirror
+
+
+class Worktree:
+    """One job's workspace: a linked worktree of the mirror, checked out on the job's branch."""
+
+    def __init__(self, mirror: Mirror, path: Path, branch: str) -> None:
+        self.mirror = mirror
+        self.path = Path(path).absolute()
+        self.branch = branch
+
+    def __repr__(self) -> str:
+        return f"Worktree(branch={self.branch!r})"
+
+    @property
+    def branch_ref(self) -> str:
+        return f"refs/heads/{self.branch}"
+
+    def git(self, *args: str, **kwargs: Any) -> str:
+        """Run a hardened git command inside the worktree."""
+        return run_git(*args, cwd=self.path, **kwargs)
+
+    def ensure(self, baseline: str) -> None:
+        """Create the worktree at `baseline`, or reuse the existing one untouched (resume)."""
+        check_branch_name(self.branch)
+        with self.mirror.lock():
+            if self._links_to_mirror():
+                # Heals a crash inside `worktree move` (admin entry still naming the old path).
+                try_git("worktree", "repair", str(self.path), cwd=self.mirror.path)
+            if self.is_valid():
+                return
+            if self.path.exists() and (not self.path.is_dir() or any(self.path.iterdir())):
+                raise WorkspaceError(
+                    "the job's workspace folder exists but is not this job's worktree; "
+                    "cairn will not overwrite it"
+                )
+            self._add(baseline)
+
+    def is_valid(self) -> bool:
+        """True when the folder is a worktree of this mirror with the job's branch checked out."""
+        if not (self.path / ".git").is_file():
+            return False
+        common = try_git("rev-parse", "--path-format=absolute", "--git-common-dir", cwd=self.path)
+        if common.returncode != 0 or Path(common.stdout).resolve() != self.mirror.path.resolve():
+            return False
+        head = try_git("symbolic-ref", "-q", "HEAD", cwd=self.path)
+        return head.returncode == 0 and head.stdout == self.branch_ref
+
+    def _links_to_mirror(self) -> bool:
+        # `worktree repair` writes into whatever admin folder a .git file names; only let it
+        # near folders whose .git file names one of this mirror's own worktree entries.
+        try:
+            pointer = (self.path / ".git").read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            return False
+        admin = Path(pointer.removeprefix("gitdir:").strip())
+        return admin.resolve().parent == (self.mirror.path / "worktrees").resolve()
+
+    def _add(self, baseline: str) -> None:
+        # Build the checkout beside the final path and move it in, so an interrupted checkout
+        # never passes for a finished workspace on resume.
+        staging = self.path.with_name(self.path.name + ".partial")
+        if staging.exists():
+            try_git("worktree", "remove", "--force", "--force", str(staging), cwd=self.mirror.path)
+            shutil.rmtree(staging, ignore_errors=True)  # cairn's own half-made folder
+        self.mirror.git("worktree", "prune")
+        known = try_git("rev-parse", "--verify", "-q", self.branch_ref, cwd=self.mirror.path)
+        if known.returncode == 0:
+            # The branch outlived its folder: check the job's own commits out again.
+            where = [str(staging), self.branch]
+        else:
+            where = ["-b", self.branch, str(staging), baseline]
+        failure = "git could not create the job's workspace"
+        self.mirror.git("worktree", "add", "--quiet", *where, failure=failure)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.is_dir():
+            self.path.rmdir()  # empty (checked by ensure); `worktree move` would nest inside it
+        self.mirror.git("worktree", "move", str(staging), str(self.path), failure=failure)
+
+    def head(self) -> str:
+        """The commit the job's branch points at."""
+        return self.git("rev-parse", "--verify", "HEAD^{commit}")
+
+    def content_id(self) -> str:
+        """The tree id of everything in the worktree, uncommitted and untracked files included."""
+        # A throwaway index seeded from HEAD: the worktree's own index (which the agent may be
+        # using) is never read or written, and no stat cache can hide an equal-size edit.
+        with tempfile.TemporaryDirectory(prefix="cairn-index-") as scratch:
+            env = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
+            failure = "git could not measure the job's workspace"
+            self.git("read-tree", "HEAD", env=env, failure=failure)
+            self.git("add", "--all", env=env, failure=failure)
+            return self.git("write-tree", env=env, failure=failure)
+
+    def changed_files(self, baseline: str) -> list[str]:
+        """Paths that differ between the baseline commit and the worktree's content."""
+        out = self.git(
+            "diff-tree", "-r", "-z", "--name-only", "--no-renames",
+            f"{baseline}^{{tree}}", self.content_id(),
+        )  # fmt: skip
+        return [path for path in out.split("\0") if path]
+
+    def diffstat(self, baseline: str) -> str:
+        """A `git diff --stat` summary of the worktree's content against the baseline."""
+        return self.git(
+            "diff", "--stat", "--no-color", "--no-ext-diff", "--no-textconv",
+            f"{baseline}^{{tree}}", self.content_id(),
+        )  # fmt: skip
+
+    def commit(self, baseline: str, message: str) -> str:
+        """Commit the worktree's content on the job's branch; safe to repeat after a crash."""
+        if not self.is_valid():
+            raise WorkspaceError("the job's workspace is missing or no longer on the job's branch")
+        tree = self.content_id()
+        head = self.head()
+        if self.git("rev-parse", f"{head}^{{tree}}") != tree:
+            new = self.git(*IDENTITY, "commit-tree", tree, "-p", head, "-F", "-", input=message)
+            # Compare-and-swap on the old head: a concurrent move of the branch fails loudly.
+            self.git(
+                "update-ref",
+                "-m",
+                "cairn: commit",
+                self.branch_ref,
+                new,
+                head,
+                failure="git could not record the job's commit",
+            )
+            head = new
+        elif head == baseline:
+            raise WorkspaceError("the job's workspace has no changes to commit")
+        # Also reached when a crash came between update-ref and here: the index catches up.
+        self.git("reset", "--quiet", "--mixed", "HEAD", failure="git could not refresh the index")
+        return head
+
+    def remove(self) -> None:
+        """Remove the worktree folder; the job's branch stays in the mirror."""
+        with self.mirror.lock():
+            if self.path.exists():
+                self.mirror.git(
+                    "worktree",
+                    "remove",
+                    "--force",
+                    str(self.path),
+                    failure="git could not remove the job's workspace",
+                )
+            self.mirror.git("worktree", "prune")

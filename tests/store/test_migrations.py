@@ -1,0 +1,111 @@
+"""The migrations build exactly the schema the code declares, with the durability it needs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+
+from cairn.errors import StoreError
+from cairn.store import Store, database
+from cairn.store.database import make_engine
+from cairn.store.schema import metadata
+
+
+def test_migrated_database_matches_the_declared_schema(store: Store) -> None:
+    with store.engine.connect() as conn:
+        context = MigrationContext.configure(
+            conn, opts={"compare_type": True, "compare_server_default": True}
+        )
+        differences = compare_metadata(context, metadata)
+    # No exemptions needed: UTCDateTime compares as its impl, DateTime(timezone=True).
+    assert differences == []
+
+
+def test_migrated_database_is_at_the_head_revision(store: Store) -> None:
+    assert database.current_revision(store.engine) == database.head_revision()
+    with store.engine.connect() as conn:
+        tables = set(sa.inspect(conn).get_table_names())
+    assert tables == set(metadata.tables) | {"alembic_version"}
+
+
+def test_sqlite_connections_enforce_wal_full_sync_and_foreign_keys(sqlite_url: str) -> None:
+    store = Store.open(sqlite_url, create=True)
+    try:
+        # Every transaction is BEGIN IMMEDIATE, so a second pooled connection is checked out
+        # raw (no transaction) while the first is held: the pragmas hold on each of them.
+        with store.engine.connect() as pooled:
+            raw = store.engine.raw_connection()
+            try:
+                for pragma in (pooled.exec_driver_sql, raw.cursor().execute):
+                    assert pragma("PRAGMA journal_mode").fetchone()[0] == "wal"
+                    assert pragma("PRAGMA synchronous").fetchone()[0] == 2
+                    assert pragma("PRAGMA foreign_keys").fetchone()[0] == 1
+                    assert pragma("PRAGMA busy_timeout").fetchone()[0] == database.SQLITE_BUSY_MS
+            finally:
+                raw.close()
+    finally:
+        store.close()
+
+
+def test_open_on_an_empty_database_without_create_says_run_cairn_init(
+    empty_store_url: str,
+) -> None:
+    with pytest.raises(StoreError, match="run `cairn init` first"):
+        Store.open(empty_store_url)
+    created = Store.open(empty_store_url, create=True)
+    try:
+        assert database.current_revision(created.engine) == database.head_revision()
+    finally:
+        created.close()
+
+
+def test_open_without_create_on_a_missing_folder_says_it_cannot_reach_the_store(
+    tmp_path: Path,
+) -> None:
+    with pytest.raises(StoreError, match="cannot reach the store"):
+        Store.open(f"sqlite:///{tmp_path}/missing-dir/cairn.db")
+    assert not (tmp_path / "missing-dir").exists()
+
+
+def test_open_with_create_makes_the_sqlite_folder(tmp_path: Path) -> None:
+    store = Store.open(f"sqlite:///{tmp_path}/home/nested/cairn.db", create=True)
+    try:
+        assert database.current_revision(store.engine) == database.head_revision()
+    finally:
+        store.close()
+    assert (tmp_path / "home" / "nested" / "cairn.db").is_file()
+
+
+def test_open_refuses_a_url_that_is_neither_sqlite_nor_postgresql() -> None:
+    with pytest.raises(StoreError, match=r"sqlite:/// or postgresql\+psycopg://"):
+        Store.open("mysql://localhost/cairn")
+
+
+def test_open_on_a_missing_postgresql_database_says_so(postgres_admin: sa.Engine) -> None:
+    url = postgres_admin.url.set(database="cairn_no_such_database").render_as_string(False)
+    with pytest.raises(StoreError, match="cannot reach the store"):
+        Store.open(url, create=True)
+
+
+def test_open_on_a_store_from_a_newer_cairn_says_to_upgrade_cairn(
+    store: Store, store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with store.begin() as conn:
+        conn.execute(sa.text("UPDATE alembic_version SET version_num = '9999_from_the_future'"))
+    opened: list[sa.Engine] = []
+
+    def spy(url: str) -> sa.Engine:
+        opened.append(make_engine(url))
+        return opened[-1]
+
+    monkeypatch.setattr(database, "make_engine", spy)
+    try:
+        with pytest.raises(StoreError, match="newer cairn"):
+            Store.open(store_url)
+    finally:
+        for engine in opened:  # the failing open must not leave them open; be sure here
+            engine.dispose()

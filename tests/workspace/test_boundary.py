@@ -1,0 +1,94 @@
+"""The workspace boundary: agent-named paths resolve inside the worktree or are refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cairn.errors import BoundaryError, WorkspaceError
+from cairn.workspace.boundary import resolve_inside
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    workspace = tmp_path / "workspace"
+    (workspace / "src").mkdir(parents=True)
+    (workspace / ".git").write_text("gitdir: elsewhere\n")
+    return workspace
+
+
+@pytest.mark.parametrize("relative", ["src/app.py", "new/dir/file.txt", "./README.md"])
+def test_paths_inside_resolve_under_the_root(root: Path, relative: str) -> None:
+    resolved = resolve_inside(root, relative)
+    assert resolved.is_relative_to(root.resolve())
+    assert resolved == (root / relative).resolve()
+
+
+@pytest.mark.parametrize("relative", ["/home/alice/secrets/notes.txt", "/etc/passwd"])
+def test_absolute_paths_are_refused_showing_only_the_last_part(root: Path, relative: str) -> None:
+    with pytest.raises(BoundaryError, match="absolute path") as caught:
+        resolve_inside(root, relative)
+    message = str(caught.value)
+    assert relative not in message
+    assert f"…/{Path(relative).name}" in message
+
+
+@pytest.mark.parametrize("relative", ["..", "../sibling", "src/../../escape", "src/../app.py"])
+def test_any_climbing_is_refused(root: Path, relative: str) -> None:
+    with pytest.raises(BoundaryError, match="climbs out"):
+        resolve_inside(root, relative)
+
+
+@pytest.mark.parametrize("relative", [".git", ".git/config", ".git/hooks/post-checkout"])
+def test_the_git_folder_is_off_limits(root: Path, relative: str) -> None:
+    with pytest.raises(BoundaryError, match=r"\.git folder"):
+        resolve_inside(root, relative)
+
+
+@pytest.mark.parametrize("relative", ["", "a\0b"])
+def test_empty_and_nul_paths_are_refused(root: Path, relative: str) -> None:
+    with pytest.raises(BoundaryError, match="empty or invalid"):
+        resolve_inside(root, relative)
+
+
+def test_a_symlink_pointing_out_is_refused(root: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not yours")
+    (root / "link.txt").symlink_to(outside)
+    with pytest.raises(BoundaryError, match="through a symlink"):
+        resolve_inside(root, "link.txt")
+
+
+def test_a_symlinked_directory_pointing_out_is_refused_for_paths_below_it(
+    root: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside-dir"
+    outside.mkdir()
+    (root / "src" / "vendor").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(BoundaryError, match="through a symlink"):
+        resolve_inside(root, "src/vendor/new_file.py")
+    assert not (outside / "new_file.py").exists()
+
+
+def test_a_symlink_into_the_git_folder_is_refused(root: Path) -> None:
+    (root / "sneaky").symlink_to(root / ".git")
+    with pytest.raises(BoundaryError, match=r"\.git folder"):
+        resolve_inside(root, "sneaky")
+
+
+def test_a_symlink_that_stays_inside_is_allowed(root: Path) -> None:
+    (root / "src" / "app.py").write_text("x = 1\n")
+    (root / "alias.py").symlink_to(root / "src" / "app.py")
+    assert resolve_inside(root, "alias.py") == (root / "src" / "app.py").resolve()
+
+
+def test_a_symlinked_root_is_followed_once(tmp_path: Path, root: Path) -> None:
+    alias = tmp_path / "alias"
+    alias.symlink_to(root, target_is_directory=True)
+    assert resolve_inside(alias, "src") == (root / "src").resolve()
+
+
+def test_boundary_errors_are_workspace_errors(root: Path) -> None:
+    with pytest.raises(WorkspaceError):
+        resolve_inside(root, "../x")

@@ -1,0 +1,157 @@
+"""The room's mirror: fetching the baseline, locking, and looking at a person's checkout."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cairn.errors import WorkspaceError
+from cairn.testing.repos import commit_file, make_sample_repo
+from cairn.workspace.mirror import Mirror, checkout_changes
+
+from .gitcli import plain_git
+
+
+def test_fetch_baseline_from_a_local_path_returns_the_base_tip(
+    mirror: Mirror, project: Path
+) -> None:
+    assert mirror.fetch_baseline() == plain_git(project, "rev-parse", "main")
+    assert mirror.exists()
+    assert plain_git(mirror.path, "rev-parse", "--is-bare-repository") == "true"
+
+
+def test_fetch_baseline_follows_the_base_branch_as_it_moves(mirror: Mirror, project: Path) -> None:
+    first = mirror.fetch_baseline()
+    newer = commit_file(project, "NOTES.md", "notes\n", "Add notes")
+    assert mirror.fetch_baseline() == newer != first
+
+
+def test_fetch_baseline_from_a_bare_repository_by_file_url(tmp_path: Path, project: Path) -> None:
+    bare = tmp_path / "server" / "app.git"
+    plain_git(tmp_path, "clone", "--quiet", "--bare", str(project), str(bare))
+    mirror = Mirror(tmp_path / "home" / "room.git", bare.as_uri(), "main")
+    assert mirror.fetch_baseline() == plain_git(bare, "rev-parse", "main")
+
+
+def test_fetch_baseline_of_a_missing_branch_says_so_without_paths(
+    tmp_path: Path, project: Path
+) -> None:
+    mirror = Mirror(tmp_path / "home" / "room.git", str(project), "develop")
+    with pytest.raises(WorkspaceError) as caught:
+        mirror.fetch_baseline()
+    message = str(caught.value)
+    assert "'develop' does not exist in the room's repository" in message
+    assert str(tmp_path) not in message
+
+
+def test_an_unreachable_repository_is_a_plain_words_error(tmp_path: Path) -> None:
+    mirror = Mirror(tmp_path / "home" / "room.git", str(tmp_path / "nowhere"), "main")
+    with pytest.raises(WorkspaceError, match="could not copy the room's repository") as caught:
+        mirror.fetch_baseline()
+    assert str(tmp_path) not in str(caught.value)
+    assert not mirror.path.exists()
+
+
+def test_an_interrupted_clone_is_redone(mirror: Mirror, project: Path) -> None:
+    leftover = mirror.path.with_name(mirror.path.name + ".partial")
+    (leftover / "objects").mkdir(parents=True)
+    (leftover / "half-written").write_text("x")
+    assert mirror.fetch_baseline() == plain_git(project, "rev-parse", "main")
+    assert not leftover.exists()
+
+
+def test_a_foreign_folder_at_the_mirror_path_is_never_overwritten(mirror: Mirror) -> None:
+    mirror.path.mkdir(parents=True)
+    (mirror.path / "keep.txt").write_text("mine")
+    with pytest.raises(WorkspaceError, match="not a git mirror"):
+        mirror.fetch_baseline()
+    assert (mirror.path / "keep.txt").read_text() == "mine"
+
+
+def _try_lock_elsewhere(lock_file: Path) -> int:
+    probe = (
+        "import fcntl, os, sys\n"
+        "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
+        "try:\n"
+        "    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+        "except BlockingIOError:\n"
+        "    sys.exit(3)\n"
+    )
+    return subprocess.run([sys.executable, "-c", probe, str(lock_file)], check=False).returncode
+
+
+def test_the_lock_excludes_other_processes_and_is_reentrant(mirror: Mirror) -> None:
+    with mirror.lock():
+        with mirror.lock():  # re-entry must not deadlock
+            assert _try_lock_elsewhere(mirror.lock_path) == 3
+        assert _try_lock_elsewhere(mirror.lock_path) == 3
+    assert _try_lock_elsewhere(mirror.lock_path) == 0
+
+
+def test_two_mirror_objects_for_one_path_share_the_lock(mirror: Mirror) -> None:
+    twin = Mirror(mirror.path, mirror.repo, mirror.base_branch)
+    with mirror.lock(), twin.lock():  # one process, one flock: no self-deadlock
+        assert _try_lock_elsewhere(mirror.lock_path) == 3
+
+
+# --- checkout_changes: a read-only look at a person's checkout of the base branch ---------
+
+
+def _snapshot(repo: Path) -> tuple[bytes, int]:
+    index = repo / ".git" / "index"
+    return index.read_bytes(), index.stat().st_mtime_ns
+
+
+def test_a_clean_checkout_has_no_changes(project: Path) -> None:
+    assert checkout_changes(str(project), "main") == []
+
+
+def test_checkout_changes_sees_staged_unstaged_and_untracked_files(project: Path) -> None:
+    (project / "README.md").write_text("edited, not staged\n")
+    (project / "src" / "app.py").write_text("staged = True\n")
+    plain_git(project, "add", "src/app.py")
+    (project / "docs").mkdir()
+    (project / "docs" / "draft.md").write_text("untracked\n")
+    (project / "__pycache__").mkdir()
+    (project / "__pycache__" / "app.pyc").write_bytes(b"ignored")
+    assert checkout_changes(str(project), "main") == ["README.md", "docs/draft.md", "src/app.py"]
+
+
+def test_checkout_changes_modifies_nothing_in_the_checkout(project: Path) -> None:
+    (project / "notes.txt").write_text("untracked\n")
+    (project / "README.md").write_text("edited\n")
+    # A stale stat cache: a normal `git status` would rewrite the index to refresh it.
+    os.utime(project / "src" / "app.py", ns=(1_900_000_000_000_000_000,) * 2)
+    before = _snapshot(project)
+    assert checkout_changes(str(project), "main") == ["README.md", "notes.txt"]
+    assert _snapshot(project) == before
+    assert plain_git(project, "stash", "list") == ""
+    assert (project / "notes.txt").read_text() == "untracked\n"
+    assert (project / "README.md").read_text() == "edited\n"
+
+
+def test_checkout_changes_ignores_other_branches_bare_repos_and_urls(
+    tmp_path: Path, project: Path
+) -> None:
+    (project / "notes.txt").write_text("untracked\n")
+    assert checkout_changes(str(project), "develop") == []
+    assert checkout_changes("https://example.com/team/app.git", "main") == []
+    bare = tmp_path / "bare.git"
+    plain_git(tmp_path, "clone", "--quiet", "--bare", str(project), str(bare))
+    assert checkout_changes(str(bare), "main") == []
+
+
+def test_checkout_changes_ignores_a_detached_head(tmp_path: Path) -> None:
+    repo = make_sample_repo(tmp_path / "detached")
+    plain_git(repo, "checkout", "--quiet", "--detach")
+    (repo / "notes.txt").write_text("untracked\n")
+    assert checkout_changes(str(repo), "main") == []
+
+
+def test_checkout_changes_ignores_a_folder_inside_a_repository(project: Path) -> None:
+    (project / "src" / "new.py").write_text("x = 1\n")
+    assert checkout_changes(str(project / "src"), "main") == []

@@ -1,0 +1,202 @@
+"""A job's worktree: idempotent creation, content identity, and crash-safe commits."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from cairn.errors import WorkspaceError
+from cairn.workspace.mirror import Mirror
+from cairn.workspace.worktree import Worktree
+
+from .gitcli import plain_git
+
+
+def _index(tree: Worktree) -> tuple[bytes, int]:
+    index = Path(plain_git(tree.path, "rev-parse", "--path-format=absolute", "--git-path", "index"))
+    return index.read_bytes(), index.stat().st_mtime_ns
+
+
+def test_ensure_creates_the_worktree_on_the_jobs_branch(worktree: Worktree, baseline: str) -> None:
+    assert worktree.is_valid()
+    assert plain_git(worktree.path, "symbolic-ref", "HEAD") == "refs/heads/cairn/job-1"
+    assert worktree.head() == baseline
+    assert (worktree.path / "src" / "app.py").is_file()
+    assert plain_git(worktree.path, "status", "--porcelain") == ""
+
+
+def test_ensure_again_reuses_the_worktree_with_its_uncommitted_work(
+    worktree: Worktree, baseline: str
+) -> None:
+    (worktree.path / "src" / "app.py").write_text("edited by the agent\n")
+    (worktree.path / "NEW.md").write_text("untracked\n")
+    worktree.ensure(baseline)
+    worktree.ensure(baseline)
+    assert (worktree.path / "src" / "app.py").read_text() == "edited by the agent\n"
+    assert (worktree.path / "NEW.md").read_text() == "untracked\n"
+    assert worktree.head() == baseline
+
+
+def test_ensure_after_the_folder_vanished_restores_the_jobs_own_commits(
+    worktree: Worktree, baseline: str
+) -> None:
+    (worktree.path / "NEW.md").write_text("work\n")
+    committed = worktree.commit(baseline, "Add NEW.md")
+    shutil.rmtree(worktree.path)
+    worktree.ensure(baseline)
+    assert worktree.head() == committed
+    assert (worktree.path / "NEW.md").read_text() == "work\n"
+
+
+def test_ensure_recovers_from_an_interrupted_checkout(
+    home: Path, mirror: Mirror, baseline: str
+) -> None:
+    tree = Worktree(mirror, home / "workspaces" / "job-2", "cairn/job-2")
+    half_made = tree.path.with_name("job-2.partial")
+    half_made.mkdir(parents=True)
+    (half_made / "README.md").write_text("half")
+    tree.ensure(baseline)
+    assert tree.is_valid()
+    assert not half_made.exists()
+    assert (tree.path / "README.md").read_text().startswith("# greeter")
+
+
+def test_ensure_heals_a_crash_inside_the_final_move(
+    worktree: Worktree, mirror: Mirror, baseline: str
+) -> None:
+    (worktree.path / "NEW.md").write_text("work\n")
+    admin = Path(plain_git(worktree.path, "rev-parse", "--path-format=absolute", "--git-dir"))
+    # Died after renaming the folder, before git rewrote its back-link: the next prune
+    # (by any job's ensure) would forget this worktree.
+    (admin / "gitdir").write_text(f"{worktree.path.with_name('job-1.partial')}/.git\n")
+    worktree.ensure(baseline)
+    plain_git(mirror.path, "worktree", "prune")
+    assert worktree.is_valid()
+    assert str(worktree.path) in plain_git(mirror.path, "worktree", "list")
+    assert (worktree.path / "NEW.md").read_text() == "work\n"
+
+
+def test_ensure_refuses_a_foreign_folder(home: Path, mirror: Mirror, baseline: str) -> None:
+    folder = home / "workspaces" / "job-3"
+    folder.mkdir(parents=True)
+    (folder / "precious.txt").write_text("someone's")
+    with pytest.raises(WorkspaceError, match="not this job's worktree"):
+        Worktree(mirror, folder, "cairn/job-3").ensure(baseline)
+    assert (folder / "precious.txt").read_text() == "someone's"
+
+
+def test_ensure_accepts_an_empty_folder(home: Path, mirror: Mirror, baseline: str) -> None:
+    folder = home / "workspaces" / "job-4"
+    folder.mkdir(parents=True)
+    tree = Worktree(mirror, folder, "cairn/job-4")
+    tree.ensure(baseline)
+    assert tree.is_valid()
+    assert (folder / "README.md").is_file()
+
+
+def test_content_id_of_an_untouched_worktree_is_the_baseline_tree(
+    worktree: Worktree, baseline: str
+) -> None:
+    assert worktree.content_id() == plain_git(worktree.path, "rev-parse", f"{baseline}^{{tree}}")
+
+
+def test_content_id_includes_untracked_but_not_ignored_files(worktree: Worktree) -> None:
+    before = worktree.content_id()
+    (worktree.path / "__pycache__").mkdir()
+    (worktree.path / "__pycache__" / "app.pyc").write_bytes(b"ignored")
+    assert worktree.content_id() == before
+    (worktree.path / "docs").mkdir()
+    (worktree.path / "docs" / "guide.md").write_text("new\n")
+    assert worktree.content_id() != before
+
+
+def test_content_id_sees_an_equal_size_edit_with_the_same_mtime(worktree: Worktree) -> None:
+    target = worktree.path / "data.txt"
+    target.write_text("aaaa\n")
+    plain_git(worktree.path, "add", "data.txt")  # the agent's own index now caches its stat
+    first = worktree.content_id()
+    stamp = target.stat().st_mtime_ns
+    target.write_text("bbbb\n")
+    os.utime(target, ns=(stamp, stamp))
+    assert worktree.content_id() != first
+
+
+def test_content_id_never_touches_the_worktrees_index(worktree: Worktree) -> None:
+    (worktree.path / "README.md").write_text("changed\n")
+    (worktree.path / "extra.txt").write_text("untracked\n")
+    before = _index(worktree)
+    worktree.content_id()
+    assert _index(worktree) == before
+    assert "?? extra.txt" in plain_git(worktree.path, "status", "--porcelain")
+
+
+def test_changed_files_and_diffstat_compare_with_the_baseline(
+    worktree: Worktree, baseline: str
+) -> None:
+    (worktree.path / "README.md").write_text("rewritten\n")
+    (worktree.path / "src" / "extra.py").write_text("x = 1\n")
+    (worktree.path / "tests" / "test_app.py").unlink()
+    assert worktree.changed_files(baseline) == ["README.md", "src/extra.py", "tests/test_app.py"]
+    stat = worktree.diffstat(baseline)
+    assert "README.md" in stat
+    assert "3 files changed" in stat
+
+
+def test_commit_records_the_content_and_leaves_a_clean_status(
+    worktree: Worktree, baseline: str
+) -> None:
+    (worktree.path / "README.md").write_text("rewritten\n")
+    (worktree.path / "NEW.md").write_text("untracked\n")
+    content = worktree.content_id()
+    sha = worktree.commit(baseline, "Rewrite the README\n\nBy job 1.")
+    assert plain_git(worktree.path, "rev-parse", f"{sha}^{{tree}}") == content
+    assert plain_git(worktree.path, "rev-parse", f"{sha}^") == baseline
+    assert plain_git(worktree.path, "log", "-1", "--format=%an <%ae>|%s", sha) == (
+        "cairn <cairn@localhost>|Rewrite the README"
+    )
+    assert plain_git(worktree.path, "status", "--porcelain") == ""
+
+
+def test_commit_is_idempotent(worktree: Worktree, baseline: str) -> None:
+    (worktree.path / "NEW.md").write_text("work\n")
+    first = worktree.commit(baseline, "Add NEW.md")
+    assert worktree.commit(baseline, "Add NEW.md") == first
+    assert plain_git(worktree.path, "rev-list", "--count", f"{baseline}..HEAD") == "1"
+
+
+def test_commit_after_a_crash_before_the_index_caught_up(worktree: Worktree, baseline: str) -> None:
+    (worktree.path / "NEW.md").write_text("work\n")
+    first = worktree.commit(baseline, "Add NEW.md")
+    plain_git(worktree.path, "read-tree", baseline)  # as if we died right after update-ref
+    assert worktree.commit(baseline, "Add NEW.md") == first
+    assert plain_git(worktree.path, "status", "--porcelain") == ""
+
+
+def test_a_later_commit_builds_on_the_earlier_one(worktree: Worktree, baseline: str) -> None:
+    (worktree.path / "NEW.md").write_text("one\n")
+    first = worktree.commit(baseline, "One")
+    (worktree.path / "NEW.md").write_text("two\n")
+    second = worktree.commit(baseline, "Two")
+    assert second != first
+    assert plain_git(worktree.path, "rev-parse", f"{second}^") == first
+
+
+def test_commit_without_changes_is_refused(worktree: Worktree, baseline: str) -> None:
+    with pytest.raises(WorkspaceError, match="no changes to commit"):
+        worktree.commit(baseline, "Nothing")
+    assert worktree.head() == baseline
+
+
+def test_remove_deletes_the_folder_but_keeps_the_branch(
+    worktree: Worktree, mirror: Mirror, baseline: str
+) -> None:
+    (worktree.path / "NEW.md").write_text("work\n")
+    sha = worktree.commit(baseline, "Add NEW.md")
+    worktree.remove()
+    worktree.remove()  # idempotent
+    assert not worktree.path.exists()
+    assert plain_git(mirror.path, "rev-parse", "refs/heads/cairn/job-1") == sha
+    assert "job-1" not in plain_git(mirror.path, "worktree", "list")
