@@ -41,6 +41,14 @@ class Config(BaseModel):
     def workspaces_dir(self) -> Path:
         return self.home / "workspaces"
 
+    # Keyed by the store's installation id: one home used with two stores (say, SQLite and
+    # then PostgreSQL) must never hand job 1 of one store the workspace of job 1 of the other.
+    def mirror_path(self, installation_id: str, room_id: int) -> Path:
+        return self.mirrors_dir / installation_id[:12] / f"room-{room_id}.git"
+
+    def workspace_path(self, installation_id: str, job_id: int) -> Path:
+        return self.workspaces_dir / installation_id[:12] / f"job-{job_id}"
+
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, home: Path | None = None) -> Config:
         """Build the configuration from CAIRN_* variables; an explicit home wins."""

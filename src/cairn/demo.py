@@ -11,9 +11,10 @@ from cairn.agents.registry import load_agent_spec
 from cairn.config import Config
 from cairn.jobs import gates
 from cairn.jobs.drive import ProgressCallback
-from cairn.jobs.runner import Runner, user_sanitizer
+from cairn.jobs.runner import Runner
 from cairn.jobs.submit import submit_job
 from cairn.jobs.view import job_detail
+from cairn.sanitize import user_sanitizer
 from cairn.store import Store, decisions, identity
 from cairn.store.rooms import create_room
 from cairn.testing.repos import make_sample_repo

@@ -8,6 +8,8 @@ import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from cairn.config import Config
+
 DIAGNOSIS_LIMIT = 500
 SUMMARY_LIMIT = 4000
 CUT_MARKER = " …[cut]"
@@ -68,3 +70,15 @@ def _path_variants(path: Path | str) -> set[str]:
     with contextlib.suppress(OSError):
         variants.add(str(Path(raw).resolve()))
     return {v for v in variants if len(v) > 1}
+
+
+def user_sanitizer(config: Config, repository: str | None = None) -> Sanitizer:
+    """The sanitizer every user-visible text goes through (with a room's local repository path)."""
+    paths: dict[str, Path | str] = {
+        "<cairn-home>": config.home,
+        "<workspaces>": config.workspaces_dir,
+        "~": Path.home(),
+    }
+    if repository and "://" not in repository:
+        paths["<repository>"] = repository
+    return Sanitizer(paths=paths)

@@ -41,15 +41,8 @@ class Stage(StrEnum):
     def is_terminal(self) -> bool:
         return self in TERMINAL_STAGES
 
-    @property
-    def is_gate(self) -> bool:
-        return self in GATE_STAGES
-
 
 TERMINAL_STAGES = frozenset({Stage.completed, Stage.rejected, Stage.failed, Stage.cancelled})
-GATE_STAGES = frozenset(
-    {Stage.awaiting_run_approval, Stage.awaiting_dependency_approval, Stage.awaiting_review}
-)
 
 
 class Status(StrEnum):
@@ -74,7 +67,6 @@ class Status(StrEnum):
 
 
 TERMINAL_STATUSES = frozenset({Status.completed, Status.rejected, Status.failed, Status.cancelled})
-RUNNABLE_STATUSES = frozenset({Status.queued, Status.running})
 
 
 class Gate(StrEnum):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ class ContextStore:
         self.saved: list[dict[str, Any]] = []
         self.crash_after = crash_after
 
-    def __call__(self, state: dict[str, Any]) -> None:
+    def __call__(self, state: dict[str, Any], outcome: Outcome | None = None) -> None:
         if self.crash_after is not None and len(self.saved) >= self.crash_after:
             raise Crash(f"crashed at save {len(self.saved) + 1}")
         # A JSON round trip proves the state is storable and detaches it from the agent's dict.
@@ -45,8 +46,17 @@ def turn_for(
         request="do the thing",
         state=state,
         save_state=store,
+        workspace_id=lambda: _tree_of(workspace),
         notes=notes,
     )
+
+
+def _tree_of(workspace: Path) -> str:
+    """A content identity of the workspace's files (the agent only compares it for equality)."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in workspace.rglob("*") if ".git" not in p.parts and p.is_file()):
+        digest.update(str(path.relative_to(workspace)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
 
 
 def run_script(

@@ -197,7 +197,9 @@ def test_run_happens_in_the_workspace_and_continues_on_success(workspace: Path) 
     outcome, store = run_script(text, workspace)
     assert (workspace / "out.txt").read_text() == "data"
     assert outcome == Outcome(OutcomeKind.changed)
-    assert [state["position"] for state in store.saved] == [0, 1, 2, 3]
+    # The third save marks the command as running before it starts (see the resume tests).
+    assert [state["position"] for state in store.saved] == [0, 1, 1, 2, 3]
+    assert store.saved[2]["running"]["position"] == 1 and "running" not in store.saved[3]
 
 
 def test_run_failure_reports_the_exit_code_and_the_last_lines(workspace: Path) -> None:
@@ -263,7 +265,7 @@ def test_a_command_that_cannot_start_fails_without_advancing(tmp_path: Path) -> 
     outcome, store = run_script("steps: [run: 'true']", tmp_path / "missing")
     assert outcome.kind is OutcomeKind.failed
     assert (outcome.diagnosis or "").startswith("step 1 (run): could not start the command")
-    assert store.saved == []
+    assert {state["position"] for state in store.saved} == {0}
 
 
 # --- the workspace boundary at time of use ---

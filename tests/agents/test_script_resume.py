@@ -118,7 +118,7 @@ def test_the_intent_is_saved_before_the_file_changes(workspace: Path) -> None:
     target = workspace / "a.txt"
     seen: list[tuple[bool, bool]] = []
 
-    def save_state(state: dict[str, Any]) -> None:
+    def save_state(state: dict[str, Any], outcome: object = None) -> None:
         seen.append(("pending" in state, target.exists()))
 
     script = parse_script("steps: [write: {path: a.txt, content: a}]")
@@ -146,15 +146,28 @@ def test_resuming_removes_temporary_files_a_crash_left_behind(workspace: Path) -
     assert (workspace / "a.txt").read_text() == "a"
 
 
-def test_a_crash_while_a_command_runs_runs_it_again(workspace: Path) -> None:
-    # Commands are not file steps: the position moves only after the command finished,
-    # so a crash before that save runs the command again on resume (at least once).
-    script = parse_script("steps: [run: 'echo x >> count.txt']")
-    store = ContextStore(crash_after=0)
+def test_a_command_that_changed_files_before_a_crash_is_not_run_again(workspace: Path) -> None:
+    # Rule 9: the command ran and edited the workspace, then the runner died before the
+    # position moved on. The resumed turn sees the workspace changed and does not repeat it.
+    script = parse_script("steps: [run: 'echo x >> count.txt', finish: {summary: s}]")
+    store = ContextStore(crash_after=1)
+    with pytest.raises(Crash):
+        ScriptAgent(script).run_turn(turn_for(workspace, store))
+    assert store.last is not None and "running" in store.last
+    outcome = ScriptAgent(script).run_turn(turn_for(workspace, ContextStore(), store.last))
+    assert (workspace / "count.txt").read_text() == "x\n"
+    assert outcome.summary == "s"
+
+
+def test_a_command_that_changed_nothing_before_a_crash_runs_again(workspace: Path) -> None:
+    # Nothing in the workspace shows the command ran, so running it again is the safe way on.
+    # (It writes beside the workspace only so that the test can count its runs.)
+    script = parse_script("steps: [run: 'echo x >> ../runs.txt']")
+    store = ContextStore(crash_after=1)
     with pytest.raises(Crash):
         ScriptAgent(script).run_turn(turn_for(workspace, store))
     ScriptAgent(script).run_turn(turn_for(workspace, ContextStore(), store.last))
-    assert (workspace / "count.txt").read_text() == "x\nx\n"
+    assert (workspace.parent / "runs.txt").read_text() == "x\nx\n"
 
 
 def test_a_resumed_job_continues_where_it_stopped_not_from_the_start(workspace: Path) -> None:

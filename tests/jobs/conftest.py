@@ -13,9 +13,10 @@ import pytest
 from cairn.agents.registry import load_agent_spec
 from cairn.config import Config
 from cairn.jobs import gates
-from cairn.jobs.runner import Runner, user_sanitizer
+from cairn.jobs.runner import Runner
 from cairn.jobs.submit import submit_job
 from cairn.jobs.view import job_detail
+from cairn.sanitize import user_sanitizer
 from cairn.store import Store, identity
 from cairn.store import jobs as job_ledger
 from cairn.store.records import Job

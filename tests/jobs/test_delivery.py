@@ -35,6 +35,10 @@ def test_delivery_pushes_and_merges_once(cairn: Cairn) -> None:
     assert (cairn.repo / "b.txt").read_text() == "b\n", "the clean checkout was fast-forwarded"
 
 
+class Killed(BaseException):
+    """A runner killed outright: nothing after the kill point runs, not even a lease release."""
+
+
 class _CrashAfter:
     """Performs the real effect, then dies the way a killed runner would: before recording it."""
 
@@ -45,7 +49,7 @@ class _CrashAfter:
         self.calls += 1
         result = self.real(*args, **kwargs)
         if self.calls == 1:
-            raise KeyboardInterrupt("runner killed after the effect, before it was recorded")
+            raise Killed("runner killed after the effect, before it was recorded")
         return result
 
 
@@ -56,7 +60,7 @@ def test_an_intended_effect_is_reconciled_not_repeated(
     job_id = _reviewed(cairn)
     crash = _CrashAfter(getattr(delivery, effect))
     monkeypatch.setattr(delivery, effect, crash)
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(Killed):
         cairn.work()
     intended = {e["kind"]: e["status"] for e in cairn.detail(job_id)["effects"]}
     assert "intended" in intended.values()

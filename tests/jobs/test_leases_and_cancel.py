@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
 from cairn.errors import LeaseLost, NotAllowed
 from cairn.jobs import gates
 from cairn.jobs.drive import Drive
-from cairn.jobs.runner import user_sanitizer
 from cairn.stages import Stage, Status
-from cairn.store import leases
+from cairn.store import Store, leases
 from cairn.store.schema import utcnow
 
 from .conftest import Cairn
@@ -28,7 +28,7 @@ def test_a_runner_with_an_old_fencing_token_cannot_write(cairn: Cairn) -> None:
         second = leases.claim(conn, "runner-2", 2, now=utcnow() + timedelta(seconds=5))
     assert first is not None and second is not None
     assert second.fencing_token == first.fencing_token + 1
-    stale = Drive(cairn.store, cairn.config, first, sanitizer=user_sanitizer(cairn.config))
+    stale = Drive(cairn.store, cairn.config, first)
     with pytest.raises(LeaseLost):
         stale.move(Stage.preparing_baseline)
     assert cairn.job(job.id).stage is Stage.queued
@@ -65,7 +65,18 @@ def test_cancel_stops_a_runner_that_holds_the_job(cairn: Cairn) -> None:
     with cairn.store.begin() as conn:
         gates.cancel(conn, job.id, "admin")
     assert held is not None
-    drive = Drive(cairn.store, cairn.config, held, sanitizer=user_sanitizer(cairn.config))
+    drive = Drive(cairn.store, cairn.config, held)
     with pytest.raises(LeaseLost):
         drive.move(Stage.preparing_baseline)
     assert cairn.job(job.id).status is Status.cancelled
+
+
+def test_two_stores_sharing_a_home_never_share_a_workspace(cairn: Cairn, tmp_path: Path) -> None:
+    other = Store.open(f"sqlite:///{tmp_path}/other.db", create=True)
+    try:
+        assert other.installation_id != cairn.store.installation_id
+        mine = cairn.config.workspace_path(cairn.store.installation_id, 1)
+        theirs = cairn.config.workspace_path(other.installation_id, 1)
+        assert mine != theirs and mine.parent.parent == theirs.parent.parent
+    finally:
+        other.close()

@@ -280,7 +280,7 @@ steps:
 
 def _branch_files(cairn: Cairn, detail: dict) -> set[str]:
     """Files on the job branch in cairn's mirror (the branch is not pushed before delivery)."""
-    mirror = cairn.config.mirrors_dir / "room-1.git"
+    mirror = cairn.config.mirror_path(cairn.store.installation_id, 1)
     listing = subprocess.run(
         ["git", "ls-tree", "-r", "--name-only", detail["branch"]],
         cwd=mirror,

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from cairn.errors import LeaseLost, NotFound, StoreError, UsageError
+from cairn.errors import InvalidState, LeaseLost, NotFound, StoreError, UsageError
 from cairn.stages import Stage, Status
 from cairn.store import Store, identity, leases, progress, rooms
 from cairn.store import contexts as context_ledger
@@ -381,22 +381,14 @@ def test_transition_keeps_the_lease_while_running_and_clears_it_when_leaving(
     assert waiting.fencing_token == job.fencing_token
 
 
-def test_update_sets_fields_without_moving_the_job(store: Store) -> None:
+def test_transition_refuses_a_job_that_moved_meanwhile(store: Store) -> None:
     (job,) = submit_jobs(store)
     with store.begin() as conn:
-        updated = job_ledger.update(
-            conn, job, baseline="a" * 40, result_fingerprint="f" * 64, summary="did it"
-        )
-        events = progress.events_for_job(conn, job.id)
-    assert (updated.baseline, updated.result_fingerprint, updated.summary) == (
-        "a" * 40,
-        "f" * 64,
-        "did it",
-    )
-    assert (updated.stage, updated.status) == (job.stage, job.status)
-    assert updated.updated_at > job.updated_at
-    assert updated.created_at == job.created_at
-    assert len(events) == 1
+        job_ledger.transition(conn, job, Stage.preparing_baseline, Status.running)
+    with store.begin() as conn, pytest.raises(InvalidState, match="changed while"):
+        job_ledger.transition(conn, job, Stage.cancelled, Status.cancelled)
+    with store.begin() as conn:
+        assert job_ledger.get_job(conn, job.id).stage is Stage.preparing_baseline
 
 
 def test_usage_adds_up_per_job(store: Store) -> None:
@@ -521,7 +513,7 @@ def test_fenced_commits_writes_under_the_current_token(store: Store) -> None:
     submit_jobs(store)
     job = claimed(store)
     with store.fenced(job.id, job.fencing_token) as conn:
-        job_ledger.update(conn, job, baseline="b" * 40)
+        job_ledger.transition(conn, job, job.stage, job.status, baseline="b" * 40)
     assert get_job(store, job.id).baseline == "b" * 40
 
 
@@ -853,7 +845,7 @@ def test_timestamps_in_another_zone_are_stored_as_the_same_instant_in_utc(store:
     (job,) = submit_jobs(store)
     kolkata = datetime(2030, 6, 1, 12, 0, 0, 1, tzinfo=timezone(timedelta(hours=5, minutes=30)))
     with store.begin() as conn:
-        job = job_ledger.update(conn, job, lease_expires_at=kolkata)
+        job = job_ledger.transition(conn, job, job.stage, job.status, lease_expires_at=kolkata)
     assert job.lease_expires_at == kolkata
     assert job.lease_expires_at == datetime(2030, 6, 1, 6, 30, 0, 1, tzinfo=UTC)
     assert_utc(job.lease_expires_at)
@@ -865,4 +857,6 @@ def test_naive_timestamps_are_refused(store: Store) -> None:
         store.begin() as conn,
         pytest.raises(sa.exc.StatementError, match="only timezone-aware timestamps"),
     ):
-        job_ledger.update(conn, job, lease_expires_at=datetime(2030, 1, 1))
+        job_ledger.transition(
+            conn, job, job.stage, job.status, lease_expires_at=datetime(2030, 1, 1)
+        )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
@@ -37,6 +37,34 @@ class Outcome:
     diagnosis: str | None = None
     dependency: DependencyAsk | None = None
 
+    def to_data(self) -> dict[str, Any]:
+        """A JSON-ready form, stored with the agent's last save of a turn."""
+        return {
+            "kind": self.kind.value,
+            "summary": self.summary,
+            "diagnosis": self.diagnosis,
+            "dependency": asdict(self.dependency) if self.dependency else None,
+        }
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any]) -> Outcome:
+        ask = data.get("dependency")
+        return cls(
+            OutcomeKind(data["kind"]),
+            summary=data.get("summary"),
+            diagnosis=data.get("diagnosis"),
+            dependency=DependencyAsk(**ask) if ask else None,
+        )
+
+
+class SaveState(Protocol):
+    def __call__(self, state: dict[str, Any], outcome: Outcome | None = None) -> None:
+        """Persist the job's context; the turn's last save also carries its outcome.
+
+        Saving the outcome with the state that moved past the step that produced it means a
+        crash before cairn records the outcome cannot lose it: the next turn reports it again.
+        """
+
 
 @dataclass(frozen=True)
 class Turn:
@@ -46,9 +74,13 @@ class Turn:
     workspace: Path
     request: str
     state: dict[str, Any] | None
-    save_state: Callable[[dict[str, Any]], None]
+    save_state: SaveState
+    workspace_id: Callable[[], str]
+    """The workspace's content identity now (a git tree id), to tell whether a step changed it."""
     notes: tuple[str, ...] = field(default=())
     """Messages from cairn for this turn (an approved dependency, a corrective run...)."""
+    stop_requested: Callable[[], bool] = field(default=lambda: False)
+    """True once the runner lost the job: a long step should stop at once."""
 
 
 class Agent(Protocol):

@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import secrets
-import signal
 import stat
-import subprocess
-import tempfile
-import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from cairn.agents.base import DependencyAsk, Outcome, OutcomeKind, Turn
 from cairn.agents.script_format import (
@@ -34,6 +29,7 @@ from cairn.agents.script_format import (
 )
 from cairn.errors import BoundaryError, ScriptError, UsageError
 from cairn.workspace.boundary import resolve_inside
+from cairn.workspace.commands import CommandResult, run_in_workspace
 
 __all__ = ["ScriptAgent", "parse_script", "script_from_data", "script_to_data"]
 
@@ -41,8 +37,6 @@ DEFAULT_COMMAND_TIMEOUT = 600.0
 NOTES_KEPT = 20
 OUTPUT_LINES = 20
 DIAGNOSIS_CHARS = 2000
-# Only the end of a command's output is ever shown, so only the end is read back.
-_OUTPUT_TAIL_BYTES = 64 * 1024
 
 State = dict[str, Any]
 
@@ -133,23 +127,35 @@ class ScriptAgent:
                 return None, _apply_file_step(turn, state, step)
             case RunStep():
                 return self._run(turn, state, step)
-        state = _saved(turn, _advanced(state))
-        return _ending_outcome(step, state), state
+        state = _advanced(state)
+        outcome = _ending_outcome(step, state)
+        return outcome, _saved(turn, state, outcome)
 
     def _run(self, turn: Turn, state: State, step: RunStep) -> tuple[Outcome | None, State]:
-        code, output = _run_command(step.command, turn.workspace, self.command_timeout)
-        where = f"step {state['position'] + 1} (run)"
-        # Advanced only now: a crash while the command runs means it runs again on resume.
-        state = _saved(turn, _advanced(state))
-        if code == 0:
-            return None, state
-        if code is None:
-            head = f"{where}: the command did not finish within {self.command_timeout:g} seconds"
-        elif code < 0:
-            head = f"{where}: the command was killed by signal {-code}"
+        """Run a command once: a resume after a crash mid-command checks the workspace first."""
+        marker = state.get("running")
+        if marker and marker.get("position") == state["position"]:
+            if turn.workspace_id() != marker.get("tree"):
+                # Rule 9: the interrupted command already changed files; running it again
+                # could make the same edit twice, so its step counts as done.
+                return None, _saved(turn, _advanced(state))
         else:
-            head = f"{where}: the command exited with code {code}"
-        return _failed(_with_output_tail(head, output)), state
+            running = {"position": state["position"], "tree": turn.workspace_id()}
+            state = _saved(turn, {**state, "running": running})
+        try:
+            result = run_in_workspace(
+                step.command,
+                turn.workspace,
+                timeout=self.command_timeout,
+                should_stop=turn.stop_requested,
+            )
+        except OSError as exc:
+            raise _StepFailed(f"could not start the command ({exc.strerror or exc})") from None
+        state = _advanced(state)
+        if result.exit_code == 0:
+            return None, _saved(turn, state)
+        outcome = _failed(_run_failure(f"step {state['position']} (run)", result, self))
+        return outcome, _saved(turn, state, outcome)
 
 
 def _ending_outcome(step: Step, state: State) -> Outcome:
@@ -196,14 +202,27 @@ def _loaded_state(raw: object) -> State | None:
     return dict(raw)
 
 
-def _saved(turn: Turn, state: State) -> State:
-    turn.save_state(state)
+def _saved(turn: Turn, state: State, outcome: Outcome | None = None) -> State:
+    turn.save_state(state, outcome)
     return state
 
 
 def _advanced(state: State) -> State:
-    rest = {key: value for key, value in state.items() if key != "pending"}
+    rest = {key: value for key, value in state.items() if key not in ("pending", "running")}
     return {**rest, "position": state["position"] + 1}
+
+
+def _run_failure(where: str, result: CommandResult, agent: ScriptAgent) -> str:
+    code = result.exit_code
+    if result.stopped:
+        head = f"{where}: the command was stopped because this runner lost the job"
+    elif code is None:
+        head = f"{where}: the command did not finish within {agent.command_timeout:g} seconds"
+    elif code < 0:
+        head = f"{where}: the command was killed by signal {-code}"
+    else:
+        head = f"{where}: the command exited with code {code}"
+    return _with_output_tail(head, result.output)
 
 
 def _apply_file_step(turn: Turn, state: State, step: FileStep) -> State:
@@ -303,58 +322,6 @@ def _sync_folder(folder: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def _run_command(command: str, cwd: Path, timeout: float) -> tuple[int | None, str]:
-    """Run `command` with /bin/sh in `cwd`; the exit code (None on timeout) and its output."""
-    # Output goes to a file, not a pipe: memory stays bounded and a background child
-    # holding the pipe open cannot keep the step waiting.
-    with tempfile.TemporaryFile() as output:
-        try:
-            process = subprocess.Popen(
-                ["/bin/sh", "-c", command],
-                cwd=cwd,
-                stdin=subprocess.DEVNULL,
-                stdout=output,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        except OSError as exc:
-            raise _StepFailed(f"could not start the command ({exc.strerror or exc})") from None
-        try:
-            finished = _wait_unreaped(process, timeout)
-        finally:
-            # The command's leftovers (background jobs, a timed-out tree) do not outlive the
-            # step. Only while the shell is unreaped can its group id not have been reused.
-            if process.returncode is None:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(process.pid, signal.SIGKILL)
-            code = process.wait()
-        return (code if finished else None), _tail(output)
-
-
-def _wait_unreaped(process: subprocess.Popen[bytes], timeout: float) -> bool:
-    """Wait for the process to exit without reaping it; False when `timeout` ran out first."""
-    if not hasattr(os, "waitid"):  # macOS: fall back to killing the group only on timeout
-        try:
-            process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return False
-        return True
-    deadline = time.monotonic() + timeout
-    delay = 0.001
-    while os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(delay)
-        delay = min(delay * 2, 0.05)
-    return True
-
-
-def _tail(output: IO[bytes]) -> str:
-    size = output.seek(0, os.SEEK_END)
-    output.seek(max(0, size - _OUTPUT_TAIL_BYTES))
-    return output.read().decode("utf-8", errors="replace")
 
 
 def _with_output_tail(head: str, output: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import sqlalchemy as sa
 import typer
 
 from cairn.cli import job_commands, setup_commands
@@ -61,6 +62,18 @@ def main() -> None:
     except CairnError as exc:
         errors.print(f"error: {exc}", markup=False)
         raise SystemExit(exc.exit_code) from None
+    except OSError as exc:
+        # The message names what failed, never the file: paths stay out of what users see.
+        errors.print(
+            f"error: {exc.strerror or 'a file operation failed'}; check --home / CAIRN_HOME"
+        )
+        raise SystemExit(1) from None
+    except sa.exc.SQLAlchemyError as exc:
+        errors.print(
+            f"error: the store refused an operation ({type(exc).__name__}); "
+            "check CAIRN_DATABASE_URL and that the database is up, then try again"
+        )
+        raise SystemExit(1) from None
     except KeyboardInterrupt:
         errors.print("interrupted; jobs in flight resume from their last recorded stage")
         raise SystemExit(130) from None

@@ -8,9 +8,10 @@ from cairn.agents.registry import load_agent_spec
 from cairn.cli.context import AS_OPTION, JSON_OPTION, console, print_json, session
 from cairn.cli.progress import StagePrinter, next_step
 from cairn.jobs import gates
-from cairn.jobs.runner import Runner, user_sanitizer
+from cairn.jobs.runner import Runner
 from cairn.jobs.submit import submit_job
 from cairn.jobs.view import job_detail, job_summary
+from cairn.sanitize import user_sanitizer
 from cairn.store import decisions
 from cairn.store import jobs as job_ledger
 from cairn.store.records import Job
@@ -130,7 +131,9 @@ def reject(
     """Reject at the gate a job waits at, with a reason."""
     s = session(ctx)
     with s.store() as store, store.begin() as conn:
-        job = gates.reject(conn, job_id, s.actor(as_user), reason)
+        job = gates.reject(
+            conn, job_id, s.actor(as_user), reason, sanitizer=user_sanitizer(s.config)
+        )
     console.print(f"job {job.id}: rejected; now {job.status} at {job.stage}")
 
 
@@ -181,7 +184,8 @@ def _work(ctx: typer.Context, *, until_idle: bool, job_id: int | None) -> None:
     s = session(ctx)
     with s.store() as store:
         runner = Runner(store, s.config, on_progress=StagePrinter())
-        driven = runner.work(until_idle=until_idle, job_id=job_id)
+        with console.status("working (Ctrl-C stops; the job resumes from its last stage)"):
+            driven = runner.work(until_idle=until_idle, job_id=job_id)
     for job in driven:
         if job.diagnosis:
             console.print(f"job {job.id}: {job.diagnosis}")

@@ -1,31 +1,65 @@
-"""The job's own context: the agent's state plus cairn's notes for its next turn."""
+"""The job's own context: the agent's state, cairn's notes for its next turn, and the outcome
+of a turn that ended but is not yet settled."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
 
+from cairn.agents.base import Outcome
 from cairn.store import contexts
 
 _INBOX_LIMIT = 20
 
 
-def load(conn: sa.Connection, job_id: int) -> tuple[dict[str, Any] | None, list[str]]:
-    """The agent state (None for a fresh context) and the notes waiting for it."""
+@dataclass(frozen=True)
+class JobContext:
+    agent_state: dict[str, Any] | None = None
+    inbox: list[str] = field(default_factory=list)
+    outcome: Outcome | None = None
+    """A turn's outcome the agent saved, not yet settled by cairn (a crash came in between)."""
+
+
+def load(conn: sa.Connection, job_id: int) -> JobContext:
+    """The job's context; an empty one (a fresh context) when it has none yet."""
     stored = contexts.load(conn, job_id)
     if stored is None:
-        return None, []
-    return stored.get("agent"), list(stored.get("inbox", []))
+        return JobContext()
+    outcome = stored.get("outcome")
+    return JobContext(
+        stored.get("agent"),
+        list(stored.get("inbox", [])),
+        Outcome.from_data(outcome) if outcome else None,
+    )
 
 
-def save_agent_state(conn: sa.Connection, job_id: int, agent: str, state: dict[str, Any]) -> None:
-    """Replace the agent's state; its pending notes were delivered with the turn, so clear them."""
-    contexts.save(conn, job_id, agent, {"agent": state, "inbox": []})
+def save_agent_state(
+    conn: sa.Connection, job_id: int, agent: str, state: dict[str, Any], outcome: Outcome | None
+) -> None:
+    """Replace the agent's state; its notes were delivered with the turn, so clear them."""
+    _save(conn, job_id, agent, JobContext(state, [], outcome))
 
 
 def post_note(conn: sa.Connection, job_id: int, agent: str, note: str) -> None:
     """Leave a note for the job's next agent turn, keeping the agent's state as it is."""
-    state, inbox = load(conn, job_id)
-    inbox = [*inbox, note][-_INBOX_LIMIT:]
-    contexts.save(conn, job_id, agent, {"agent": state, "inbox": inbox})
+    current = load(conn, job_id)
+    inbox = [*current.inbox, note][-_INBOX_LIMIT:]
+    _save(conn, job_id, agent, JobContext(current.agent_state, inbox, current.outcome))
+
+
+def settle(conn: sa.Connection, job_id: int, agent: str) -> None:
+    """Drop the pending outcome: cairn recorded what it led to in this same transaction."""
+    current = load(conn, job_id)
+    if current.outcome is not None:
+        _save(conn, job_id, agent, JobContext(current.agent_state, current.inbox, None))
+
+
+def _save(conn: sa.Connection, job_id: int, agent: str, context: JobContext) -> None:
+    state = {
+        "agent": context.agent_state,
+        "inbox": context.inbox,
+        "outcome": context.outcome.to_data() if context.outcome else None,
+    }
+    contexts.save(conn, job_id, agent, state)

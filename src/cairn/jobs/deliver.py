@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from cairn.errors import WorkspaceError
-from cairn.jobs.access import missing_access
 from cairn.jobs.drive import Drive
 from cairn.stages import Stage, Status
 from cairn.store import effects, stage_runs
@@ -14,11 +13,6 @@ from cairn.workspace import delivery
 
 def delivering(drive: Drive) -> None:
     """Push, then merge; an intended effect is inspected in the outside world before any repeat."""
-    with drive.store.begin() as conn:
-        lost = missing_access(conn, drive.job, drive.request)
-    if lost:
-        drive.stop(Status.blocked, lost)
-        return
     sha = reviewed_commit(drive)
     attempt = drive.attempt(Stage.delivering, {"commit": sha, "repo": drive.room.repo})
     try:
@@ -36,9 +30,9 @@ def delivering(drive: Drive) -> None:
 def reviewed_commit(drive: Drive) -> str:
     """The commit the reviewer saw; later edits to the workspace are never delivered."""
     with drive.store.begin() as conn:
-        runs = stage_runs.for_job(conn, drive.job.id)
-    summarized = [r for r in runs if r.stage == Stage.summarizing and r.status == "accepted"]
-    return str(summarized[-1].evidence["commit"])  # type: ignore[index]
+        summarized = stage_runs.last_accepted(conn, drive.job.id, Stage.summarizing)
+    assert summarized is not None and summarized.evidence, "review follows an accepted summary"
+    return str(summarized.evidence["commit"])
 
 
 class _Undecidable(Exception):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -11,18 +13,21 @@ from typing import Any
 import sqlalchemy as sa
 
 from cairn.config import Config
-from cairn.errors import LeaseLost
+from cairn.errors import CairnError, LeaseLost
+from cairn.jobs import context
+from cairn.jobs.access import missing_access
 from cairn.jobs.identity import recipe_id
-from cairn.sanitize import Sanitizer
+from cairn.sanitize import Sanitizer, user_sanitizer
 from cairn.stages import Stage, Status
 from cairn.store import Store, stage_runs
 from cairn.store import jobs as job_ledger
-from cairn.store.identity import get_group, get_user
-from cairn.store.records import Group, Job, Request, Room, User
+from cairn.store.identity import get_group
+from cairn.store.records import Group, Job, Request, Room
 from cairn.store.rooms import get_room
 from cairn.workspace.mirror import Mirror
 from cairn.workspace.worktree import Worktree
 
+_log = logging.getLogger("cairn.runner")
 Handler = Callable[["Drive"], None]
 ProgressCallback = Callable[[Job], None]
 
@@ -36,7 +41,6 @@ class Drive:
         config: Config,
         job: Job,
         *,
-        sanitizer: Sanitizer,
         on_progress: ProgressCallback | None = None,
         stop_requested: Callable[[], bool] = lambda: False,
     ) -> None:
@@ -44,25 +48,24 @@ class Drive:
         self.config = config
         self.job = job
         self.token = job.fencing_token
-        self.sanitizer = sanitizer
         self.on_progress = on_progress or (lambda job: None)
         self.stop_requested = stop_requested
         with store.begin() as conn:
             self.request: Request = job_ledger.get_request(conn, job.request_id)
             self.room: Room = get_room(conn, job.room_id)
             self.group: Group = get_group(conn, self.room.group_id)
-            self.requester: User = get_user(conn, self.request.requester_id)
+        self.agent_name = str(self.request.agent.get("adapter", "agent"))
+        self.sanitizer: Sanitizer = user_sanitizer(config, self.room.repo)
 
     @cached_property
     def mirror(self) -> Mirror:
-        path = self.config.mirrors_dir / f"room-{self.room.id}.git"
+        path = self.config.mirror_path(self.store.installation_id, self.room.id)
         return Mirror(path, self.room.repo, self.room.base_branch)
 
     @cached_property
     def worktree(self) -> Worktree:
-        return Worktree(
-            self.mirror, self.config.workspaces_dir / f"job-{self.job.id}", self.job.branch
-        )
+        path = self.config.workspace_path(self.store.installation_id, self.job.id)
+        return Worktree(self.mirror, path, self.job.branch)
 
     @contextmanager
     def fenced(self) -> Iterator[sa.Connection]:
@@ -73,6 +76,9 @@ class Drive:
     def move(self, stage: Stage, status: Status = Status.running, **fields: Any) -> None:
         """Move the job to `stage`; leaving `running` also gives up this runner's lease."""
         with self.fenced() as conn:
+            if self.job.stage is Stage.running_agent and stage is not Stage.running_agent:
+                # Whatever the agent's last turn ended with is settled by this very move.
+                context.settle(conn, self.job.id, self.agent_name)
             self.job = job_ledger.transition(conn, self.job, stage, status, **fields)
         self.on_progress(self.job)
 
@@ -96,15 +102,43 @@ class Drive:
         return self.job
 
     def run(self, handlers: dict[Stage, Handler]) -> Job:
-        """Run handlers until the job reaches a gate, a block or an end (or is taken away)."""
+        """Run handlers until the job reaches a gate, a block or an end (or is taken away).
+
+        One job's error never stops the runner: the job is blocked with a diagnosis (masked,
+        like every diagnosis) and the runner goes on to the next job.
+        """
         try:
-            while self.refresh().status is Status.running and self.job.fencing_token == self.token:
-                if self.stop_requested():
-                    break
-                handlers[self.job.stage](self)
+            if self._access_holds():
+                while self._still_ours():
+                    handlers[self.job.stage](self)
         except LeaseLost:
             pass
+        except CairnError as exc:
+            self._halt(f"{exc}; fix the cause, then run `cairn resume {self.job.id}`")
+        except Exception:
+            _log.exception("job %s stopped on an internal error", self.job.id)
+            self._halt(
+                "cairn hit an internal error while driving this job; the runner's log has the "
+                f"details. Fix the cause, then run `cairn resume {self.job.id}`"
+            )
         return self.refresh()
+
+    def _still_ours(self) -> bool:
+        job = self.refresh()
+        mine = job.status is Status.running and job.fencing_token == self.token
+        return mine and not self.stop_requested()
+
+    def _access_holds(self) -> bool:
+        """Re-verified on every claim: the requester may still have the job worked on."""
+        with self.store.begin() as conn:
+            lost = missing_access(conn, self.job, self.request)
+        if lost:
+            self.stop(Status.blocked, lost)
+        return lost is None
+
+    def _halt(self, diagnosis: str) -> None:
+        with contextlib.suppress(LeaseLost):
+            self.stop(Status.blocked, diagnosis)
 
 
 @dataclass

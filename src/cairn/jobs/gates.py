@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from cairn.errors import InvalidState, NotAllowed, UsageError
+from cairn.sanitize import Sanitizer
 from cairn.stages import Gate, Stage, Status, Verdict
 from cairn.store import decisions
 from cairn.store import dependency_requests as dep_ledger
@@ -28,12 +29,19 @@ def approve(conn: sa.Connection, job_id: int, actor: str, reason: str | None = N
         conn, job_id=job.id, gate=gate, verdict=Verdict.approved, actor=actor, reason=reason
     )
     if gate is Gate.dependency:
-        pending = dep_ledger.for_job(conn, job.id)[-1]
+        pending = dep_ledger.latest(conn, job.id)
         dep_ledger.decide(conn, pending.id, dep_ledger.APPROVED, decision.id)
     return job_ledger.transition(conn, job, job.stage, Status.queued)
 
 
-def reject(conn: sa.Connection, job_id: int, actor: str, reason: str) -> Job:
+def reject(
+    conn: sa.Connection,
+    job_id: int,
+    actor: str,
+    reason: str,
+    *,
+    sanitizer: Sanitizer | None = None,
+) -> Job:
     """Reject at the gate the job waits at; a reason is required and recorded."""
     if not reason or not reason.strip():
         raise UsageError("a rejection needs a reason: pass --reason TEXT")
@@ -44,17 +52,25 @@ def reject(conn: sa.Connection, job_id: int, actor: str, reason: str) -> Job:
     )
     if gate is Gate.dependency:
         # The agent is told, in its own context, and may go on without the package.
-        pending = dep_ledger.for_job(conn, job.id)[-1]
+        pending = dep_ledger.latest(conn, job.id)
         dep_ledger.decide(conn, pending.id, dep_ledger.REJECTED, decision.id)
         return job_ledger.transition(conn, job, job.stage, Status.queued)
-    return job_ledger.transition(conn, job, Stage.rejected, Status.rejected, diagnosis=reason)
+    # The decision keeps the reason as written; the diagnosis users see is masked and bounded.
+    diagnosis = (sanitizer or Sanitizer()).clean(f"rejected at the {gate} gate: {reason}")
+    return job_ledger.transition(conn, job, Stage.rejected, Status.rejected, diagnosis=diagnosis)
 
 
 def cancel(conn: sa.Connection, job_id: int, actor: str) -> Job:
     """Cancel a job that has not ended; a runner holding it stops at its next write."""
-    job = job_ledger.get_job(conn, job_id)
+    job = job_ledger.lock_job(conn, job_id)
     if job.status.is_terminal:
-        raise InvalidState(f"job {job_id} already ended ({job.status}); `cairn retry` starts anew")
+        raise InvalidState(
+            f"job {job_id} already ended ({job.status}); submit the request again to start anew"
+        )
+    if job.stage is Stage.delivering:
+        raise InvalidState(
+            f"job {job_id} is delivering an approved result; delivery finishes on its own"
+        )
     request = job_ledger.get_request(conn, job.request_id)
     user = get_user(conn, actor)
     if user.id != request.requester_id and _role(conn, job, actor) != "admin":
@@ -67,7 +83,7 @@ def cancel(conn: sa.Connection, job_id: int, actor: str) -> Job:
 
 def resume(conn: sa.Connection, job_id: int, actor: str) -> Job:
     """Make a blocked job runnable again once its owner fixed what blocked it."""
-    job = job_ledger.get_job(conn, job_id)
+    job = job_ledger.lock_job(conn, job_id)
     if job.status is not Status.blocked:
         raise InvalidState(f"job {job_id} is {job.status}, not blocked; there is nothing to resume")
     if _role(conn, job, actor) is None:
@@ -77,7 +93,7 @@ def resume(conn: sa.Connection, job_id: int, actor: str) -> Job:
 
 
 def _waiting_gate(conn: sa.Connection, job_id: int) -> tuple[Job, Gate]:
-    job = job_ledger.get_job(conn, job_id)
+    job = job_ledger.lock_job(conn, job_id)
     gate = _GATE_AT.get(job.stage)
     if gate is None or job.status is not Status.waiting:
         raise InvalidState(

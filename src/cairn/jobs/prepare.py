@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from cairn.errors import WorkspaceError
-from cairn.jobs.access import missing_access
 from cairn.jobs.drive import Drive
 from cairn.stages import Gate, Stage, Status, Verdict
 from cairn.store import decisions
@@ -43,12 +42,6 @@ def preparing_baseline(drive: Drive) -> None:
     attempt = drive.attempt(
         Stage.preparing_baseline, {"repo": room.repo, "branch": room.base_branch}
     )
-    with drive.store.begin() as conn:
-        lost = missing_access(conn, drive.job, drive.request)
-    if lost:
-        attempt.reject(None, {"access": "missing"})
-        drive.stop(Status.blocked, lost)
-        return
     changes = checkout_changes(room.repo, room.base_branch)
     if changes:
         attempt.reject(None, {"uncommitted_paths": len(changes)})

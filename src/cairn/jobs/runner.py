@@ -2,37 +2,31 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import socket
 import threading
 import time
 import uuid
-from pathlib import Path
 
 import sqlalchemy as sa
 
 from cairn.config import Config
 from cairn.jobs.drive import Drive, ProgressCallback
 from cairn.jobs.workflow import HANDLERS
-from cairn.sanitize import Sanitizer
 from cairn.stages import Status
 from cairn.store import Store, leases
 from cairn.store.records import Job
 from cairn.store.schema import jobs
 
 IDLE_POLL_SECONDS = 0.5
+_log = logging.getLogger("cairn.runner")
 
 
 def new_runner_id() -> str:
     """A runner id unique across hosts and restarts."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-
-
-def user_sanitizer(config: Config) -> Sanitizer:
-    """The sanitizer every user-visible text of this installation goes through."""
-    return Sanitizer(
-        paths={"<cairn-home>": config.home, "<workspaces>": config.workspaces_dir, "~": Path.home()}
-    )
 
 
 class Runner:
@@ -50,7 +44,6 @@ class Runner:
         self.config = config
         self.runner_id = runner_id or new_runner_id()
         self.on_progress = on_progress
-        self.sanitizer = user_sanitizer(config)
 
     def work(self, *, until_idle: bool = False, job_id: int | None = None) -> list[Job]:
         """Drive jobs until stopped; with `until_idle`, until nothing is queued or in flight."""
@@ -76,23 +69,36 @@ class Runner:
                 self.store,
                 self.config,
                 job,
-                sanitizer=self.sanitizer,
                 on_progress=self.on_progress,
                 stop_requested=lost.is_set,
             )
             return drive.run(HANDLERS)
+        except KeyboardInterrupt:
+            # Stopped by its operator: hand the job back now rather than when the lease expires.
+            with contextlib.suppress(Exception), self.store.begin() as conn:
+                leases.release(conn, job.id, job.fencing_token)
+            raise
         finally:
             done.set()
             beat.join()
 
     def _heartbeat(self, job: Job, lost: threading.Event, done: threading.Event) -> None:
+        """Renew the lease; once it cannot be renewed before it expires, the job is lost."""
         interval = self.config.lease_seconds / 3
+        held_until = time.monotonic() + self.config.lease_seconds
         while not done.wait(interval):
-            with self.store.begin() as conn:
-                held = leases.renew(conn, job.id, job.fencing_token, self.config.lease_seconds)
+            try:
+                with self.store.begin() as conn:
+                    held = leases.renew(conn, job.id, job.fencing_token, self.config.lease_seconds)
+            except Exception:
+                _log.warning("could not renew the lease of job %s; retrying", job.id)
+                held = time.monotonic() < held_until - interval
+                if held:
+                    continue
             if not held:
                 lost.set()
                 return
+            held_until = time.monotonic() + self.config.lease_seconds
 
     def _in_flight(self, job_id: int | None) -> bool:
         """Whether any job is queued or held by a runner (whose lease may yet expire)."""

@@ -49,3 +49,14 @@ def for_job(conn: sa.Connection, job_id: int) -> list[DependencyRequest]:
         .order_by(dependency_requests.c.id)
     )
     return [DependencyRequest.from_row(r) for r in conn.execute(query)]
+
+
+def latest(conn: sa.Connection, job_id: int) -> DependencyRequest:
+    """The job's most recent dependency request (the one a gate decides)."""
+    row = conn.execute(
+        sa.select(dependency_requests)
+        .where(dependency_requests.c.job_id == job_id)
+        .order_by(dependency_requests.c.id.desc())
+        .limit(1)
+    ).one()
+    return DependencyRequest.from_row(row)

@@ -6,7 +6,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from cairn.errors import NotFound
+from cairn.errors import InvalidState, NotFound
 from cairn.stages import Stage, Status
 from cairn.store.records import Job, Request
 from cairn.store.schema import events, jobs, requests, utcnow
@@ -63,6 +63,14 @@ def get_job(conn: sa.Connection, job_id: int) -> Job:
     return Job.from_row(row)
 
 
+def lock_job(conn: sa.Connection, job_id: int) -> Job:
+    """Read the job and hold its row until the transaction ends (PostgreSQL; SQLite is serial)."""
+    row = conn.execute(sa.select(jobs).where(jobs.c.id == job_id).with_for_update()).first()
+    if row is None:
+        raise NotFound(f"no job {job_id}; `cairn jobs` lists the jobs there are")
+    return Job.from_row(row)
+
+
 def get_request(conn: sa.Connection, request_id: int) -> Request:
     row = conn.execute(sa.select(requests).where(requests.c.id == request_id)).first()
     if row is None:
@@ -78,24 +86,32 @@ def list_jobs(conn: sa.Connection, room_id: int | None = None) -> list[Job]:
 
 
 def transition(conn: sa.Connection, job: Job, stage: Stage, status: Status, **fields: Any) -> Job:
-    """Move the job to `stage`/`status` (and set other columns), logging a progress event.
+    """Move the job from where `job` says it is to `stage`/`status`, logging a progress event.
 
-    Leaving a running status for a gate, a block or an end also gives up the lease.
+    Compare-and-set: if the job moved meanwhile (another decision, another runner), nothing
+    changes and InvalidState says so. Leaving the running status also gives up the lease.
     """
     now = utcnow()
     values: dict[str, Any] = {"stage": stage.value, "status": status.value, "updated_at": now}
     if status is not Status.running:
         values |= {"lease_owner": None, "lease_expires_at": None}
     values |= fields
-    conn.execute(sa.update(jobs).where(jobs.c.id == job.id).values(**values))
+    moved = conn.execute(
+        sa.update(jobs)
+        .where(
+            jobs.c.id == job.id,
+            jobs.c.stage == job.stage.value,
+            jobs.c.status == job.status.value,
+        )
+        .values(**values)
+    )
+    if moved.rowcount != 1:
+        raise InvalidState(
+            f"job {job.id} changed while this was being decided; look at it again with "
+            f"`cairn show {job.id}`"
+        )
     if (stage, status) != (job.stage, job.status):
         conn.execute(
             sa.insert(events).values(job_id=job.id, stage=stage.value, status=status.value, at=now)
         )
-    return get_job(conn, job.id)
-
-
-def update(conn: sa.Connection, job: Job, **fields: Any) -> Job:
-    """Set columns that are not the stage or status (baseline, fingerprint, summary...)."""
-    conn.execute(sa.update(jobs).where(jobs.c.id == job.id).values(updated_at=utcnow(), **fields))
     return get_job(conn, job.id)

@@ -25,7 +25,7 @@ def claim(
     PostgreSQL skips rows another runner is claiming (`FOR UPDATE SKIP LOCKED`); SQLite
     serializes writers with BEGIN IMMEDIATE, so both give each job to exactly one runner.
     """
-    now = now or utcnow()
+    now = now or database_now(conn)
     runnable = sa.or_(
         jobs.c.status == Status.queued.value,
         sa.and_(
@@ -55,7 +55,7 @@ def claim(
 
 def renew(conn: sa.Connection, job_id: int, fencing_token: int, lease_seconds: float) -> bool:
     """Extend the lease; False when the token is stale or the job left the running status."""
-    now = utcnow()
+    now = database_now(conn)
     renewed = conn.execute(
         sa.update(jobs)
         .where(
@@ -66,6 +66,13 @@ def renew(conn: sa.Connection, job_id: int, fencing_token: int, lease_seconds: f
         .values(lease_expires_at=now + timedelta(seconds=lease_seconds), updated_at=now)
     )
     return renewed.rowcount == 1
+
+
+def database_now(conn: sa.Connection) -> datetime:
+    """The store's clock: runners on several hosts agree on lease expiry even if theirs drift."""
+    if conn.dialect.name == "postgresql":
+        return conn.execute(sa.select(sa.func.now())).scalar_one()
+    return utcnow()  # SQLite is on this host: its clock is this host's clock
 
 
 def release(conn: sa.Connection, job_id: int, fencing_token: int) -> None:

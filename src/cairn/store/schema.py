@@ -55,6 +55,14 @@ def _job_fk(nullable: bool = False) -> sa.Column[int]:
     return sa.Column("job_id", sa.ForeignKey("jobs.id"), nullable=nullable, index=True)
 
 
+# One row: which store this is, so that two stores used from one home never share a workspace.
+installation = sa.Table(
+    "installation",
+    metadata,
+    sa.Column("id", sa.String(32), primary_key=True),
+    _created(),
+)
+
 users = sa.Table(
     "users",
     metadata,

@@ -74,3 +74,18 @@ def get(conn: sa.Connection, run_id: int) -> StageRun:
 def for_job(conn: sa.Connection, job_id: int) -> list[StageRun]:
     query = sa.select(stage_runs).where(stage_runs.c.job_id == job_id).order_by(stage_runs.c.id)
     return [StageRun.from_row(r) for r in conn.execute(query)]
+
+
+def last_accepted(conn: sa.Connection, job_id: int, stage: str) -> StageRun | None:
+    """The job's latest accepted run of `stage`, or None when it has none."""
+    row = conn.execute(
+        sa.select(stage_runs)
+        .where(
+            stage_runs.c.job_id == job_id,
+            stage_runs.c.stage == stage,
+            stage_runs.c.status == "accepted",
+        )
+        .order_by(stage_runs.c.id.desc())
+        .limit(1)
+    ).first()
+    return StageRun.from_row(row) if row else None

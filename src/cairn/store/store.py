@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import cached_property
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -11,7 +12,7 @@ from sqlalchemy.engine import Engine
 from cairn.errors import LeaseLost, StoreError
 from cairn.stages import Status
 from cairn.store import database
-from cairn.store.schema import jobs, utcnow
+from cairn.store.schema import installation, jobs, utcnow
 
 
 class Store:
@@ -50,6 +51,12 @@ class Store:
                 engine.dispose()
                 raise
         return cls(engine)
+
+    @cached_property
+    def installation_id(self) -> str:
+        """This store's identity, written once by its first migration."""
+        with self.begin() as connection:
+            return str(connection.execute(sa.select(installation.c.id)).scalar_one())
 
     @property
     def dialect(self) -> str:

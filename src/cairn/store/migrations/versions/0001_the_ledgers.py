@@ -5,7 +5,9 @@ Revises:
 Create Date: 2026-11-29
 """
 
+import uuid
 from collections.abc import Sequence
+from datetime import UTC, datetime
 
 import sqlalchemy as sa
 from alembic import op
@@ -17,6 +19,13 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
+    installation = op.create_table(
+        "installation",
+        sa.Column("id", sa.String(length=32), nullable=False),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_installation")),
+    )
+    op.bulk_insert(installation, [{"id": uuid.uuid4().hex, "created_at": datetime.now(UTC)}])
     op.create_table(
         "groups",
         sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
@@ -263,3 +272,4 @@ def downgrade() -> None:
     op.drop_table("memberships")
     op.drop_table("users")
     op.drop_table("groups")
+    op.drop_table("installation")
