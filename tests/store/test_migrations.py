@@ -63,10 +63,8 @@ def test_open_on_an_empty_database_without_create_says_run_cairn_init(
         created.close()
 
 
-def test_open_without_create_on_a_missing_folder_says_it_cannot_reach_the_store(
-    tmp_path: Path,
-) -> None:
-    with pytest.raises(StoreError, match="cannot reach the store"):
+def test_open_without_create_on_a_missing_folder_says_to_run_init(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="run `cairn init` first"):
         Store.open(f"sqlite:///{tmp_path}/missing-dir/cairn.db")
     assert not (tmp_path / "missing-dir").exists()
 

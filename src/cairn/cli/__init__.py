@@ -60,7 +60,7 @@ def main() -> None:
     try:
         app()
     except CairnError as exc:
-        errors.print(f"error: {exc}", markup=False)
+        errors.print(f"error: {exc}")
         raise SystemExit(exc.exit_code) from None
     except OSError as exc:
         # The message names what failed, never the file: paths stay out of what users see.

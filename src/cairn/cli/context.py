@@ -14,8 +14,9 @@ from rich.console import Console
 from cairn.config import Config
 from cairn.store import Store
 
-console = Console(highlight=False, soft_wrap=True)
-errors = Console(stderr=True, highlight=False, soft_wrap=True)
+# No markup: requests, reasons and diagnoses are user text, and `[x]` in them is not a style.
+console = Console(highlight=False, soft_wrap=True, markup=False)
+errors = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
 
 
 @dataclass

@@ -24,12 +24,10 @@ def demo(
     os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     folder = tempfile.mkdtemp(prefix="cairn-demo-")
     try:
-        detail = run_demo(
-            Path(folder), lambda line: console.print(line, markup=False), StagePrinter()
-        )
+        detail = run_demo(Path(folder), console.print, StagePrinter())
     finally:
         if not keep:
             shutil.rmtree(folder, ignore_errors=True)
     if detail["status"] != Status.completed:
         raise typer.Exit(1)
-    console.print("[green]Demo finished:[/] the job went from request to merged change.")
+    console.print("Demo finished: the job went from request to merged change.", style="green")

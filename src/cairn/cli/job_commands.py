@@ -12,6 +12,7 @@ from cairn.jobs.runner import Runner
 from cairn.jobs.submit import submit_job
 from cairn.jobs.view import job_detail, job_summary
 from cairn.sanitize import user_sanitizer
+from cairn.stages import Status
 from cairn.store import decisions
 from cairn.store import jobs as job_ledger
 from cairn.store.records import Job
@@ -46,7 +47,9 @@ def run(
     """Submit a request and work on it in the foreground until it needs a person or ends."""
     job = _submit(ctx, room, request, agent, as_user)
     console.print(f"job {job.id} submitted")
-    _work(ctx, until_idle=True, job_id=job.id)
+    driven = _work(ctx, until_idle=True, job_id=job.id)
+    if driven and driven[-1].status in (Status.failed, Status.blocked):
+        raise typer.Exit(1)
 
 
 def work(
@@ -86,8 +89,8 @@ def show(ctx: typer.Context, job_id: int, as_json: bool = JSON_OPTION) -> None:
         print_json(detail)
         return
     console.print(
-        f"[bold]job {detail['id']}[/] in room {detail['room']}: "
-        f"{detail['status']} at {detail['stage']}"
+        f"job {detail['id']} in room {detail['room']}: {detail['status']} at {detail['stage']}",
+        style="bold",
     )
     console.print(f"request ({detail['requester']}): {detail['request']}")
     for stage in detail["stages"]:
@@ -106,7 +109,7 @@ def show(ctx: typer.Context, job_id: int, as_json: bool = JSON_OPTION) -> None:
     if detail["review"]:
         console.print(f"\n{detail['review']['summary']}")
     if detail["diagnosis"]:
-        console.print(f"\n[yellow]diagnosis:[/] {detail['diagnosis']}")
+        console.print(f"\ndiagnosis: {detail['diagnosis']}", style="yellow")
 
 
 def approve(
@@ -180,7 +183,7 @@ def _submit(ctx: typer.Context, room: str, request: str, agent: str, as_user: st
         )
 
 
-def _work(ctx: typer.Context, *, until_idle: bool, job_id: int | None) -> None:
+def _work(ctx: typer.Context, *, until_idle: bool, job_id: int | None) -> list[Job]:
     s = session(ctx)
     with s.store() as store:
         runner = Runner(store, s.config, on_progress=StagePrinter())
@@ -192,3 +195,4 @@ def _work(ctx: typer.Context, *, until_idle: bool, job_id: int | None) -> None:
         step = next_step(job)
         if step:
             console.print(f"job {job.id}: {step}")
+    return driven

@@ -29,7 +29,7 @@ def init(ctx: typer.Context) -> None:
         group = identity.add_group(conn, "default")
         admin = identity.add_user(conn, "admin")
         identity.set_membership(conn, group.id, admin.id, "admin")
-    console.print("cairn is ready: group [bold]default[/] with admin user [bold]admin[/].")
+    console.print("cairn is ready: group default with admin user admin.")
 
 
 @user_app.command("add")

@@ -34,6 +34,14 @@ def ensure_sqlite_folder(url: str) -> None:
         Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
 
 
+def sqlite_file_missing(url: str) -> bool:
+    """Whether `url` names a SQLite file that does not exist (so opening it would create it)."""
+    parsed = sa.engine.make_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return False
+    return not Path(parsed.database).exists()
+
+
 def _sqlite_engine(url: str) -> Engine:
     engine = sa.create_engine(url, connect_args={"timeout": SQLITE_BUSY_MS / 1000})
 

@@ -30,6 +30,8 @@ class Store:
         """
         if create:
             database.ensure_sqlite_folder(url)
+        elif database.sqlite_file_missing(url):
+            raise StoreError("no cairn store here yet; run `cairn init` first")
         engine = database.make_engine(url)
         try:
             current = database.current_revision(engine)

@@ -1,0 +1,181 @@
+"""Stops that are not the job's fault: a dirty checkout, a gate in the middle, a killed runner."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Callable
+from subprocess import Popen
+
+import pytest
+
+from .conftest import OWNER, Cli, wait_for
+
+pytestmark = pytest.mark.acceptance
+
+WRITE_B = """
+steps:
+  - write: {path: b.txt, content: "from job 2\\n"}
+  - finish: {summary: "Added b.txt"}
+"""
+
+
+def test_a_dirty_baseline_blocks_the_job_and_nothing_is_cleaned(cli: Cli) -> None:
+    cli.room()
+    readme = cli.repo / "README.md"
+    edited = readme.read_bytes() + b"\nwork in progress, not committed\n"
+    readme.write_bytes(edited)
+    notes = cli.repo / "notes" / "todo.txt"
+    notes.parent.mkdir()
+    notes.write_bytes(b"untracked notes\n")
+    index = (cli.repo / ".git" / "index").read_bytes()
+    head = cli.git("rev-parse", "HEAD")
+
+    job = cli.submit(WRITE_B)
+    cli.work()
+
+    blocked = cli.show(job)
+    assert (blocked["status"], blocked["stage"]) == ("blocked", "preparing_baseline")
+    diagnosis = blocked["diagnosis"]
+    assert "README.md" in diagnosis and "notes/todo.txt" in diagnosis
+    assert "commit or stash" in diagnosis.lower() and "cairn resume" in diagnosis
+    assert blocked["baseline"] is None and blocked["effects"] == []
+    assert not cli.workspace(job).exists(), "no workspace was made from a dirty baseline"
+    # Nothing of the person's was touched: files, index, stash, HEAD.
+    assert readme.read_bytes() == edited and notes.read_bytes() == b"untracked notes\n"
+    assert (cli.repo / ".git" / "index").read_bytes() == index
+    assert cli.git("stash", "list") == ""
+    assert cli.git("rev-parse", "HEAD") == head
+
+    cli.git("add", "--all")
+    cli.git(*OWNER, "commit", "--quiet", "-m", "Finish the work in progress")
+    owner_tip = cli.git("rev-parse", "main")
+    cli("resume", str(job))
+    cli.work()
+
+    resumed = cli.show(job)
+    assert (resumed["status"], resumed["stage"]) == ("waiting", "awaiting_review")
+    assert resumed["baseline"] == owner_tip
+    assert [(d["gate"], d["verdict"]) for d in resumed["decisions"]] == [
+        ("run", "auto"),
+        ("resume", "resumed"),
+    ]
+    baselines = [s["status"] for s in resumed["stages"] if s["name"] == "preparing_baseline"]
+    assert baselines == ["failed", "accepted"]
+
+
+PAUSING_JOB = """
+steps:
+  - append: {path: a.txt, content: "written before the pause\\n"}
+  - request_dependency:
+      ecosystem: pypi
+      name: rich
+      version: "13.7.1"
+      reason: "colour output"
+  - append: {path: a.txt, content: "written after the approval\\n"}
+  - write: {path: a2.txt, content: "second file of job 1\\n"}
+  - finish: {summary: "Job 1 wrote a.txt and a2.txt."}
+"""
+
+
+def test_a_job_paused_at_the_dependency_gate_resumes_its_own_context(cli: Cli) -> None:
+    """Job 1 waits for a person while job 2 runs and is delivered; job 1 then goes on alone."""
+    cli.room()
+    one = cli.submit(PAUSING_JOB, "Job 1: needs rich")
+    two = cli.submit(WRITE_B, "Job 2: add b.txt")
+    cli.work()
+
+    paused = cli.show(one)
+    assert (paused["status"], paused["stage"]) == ("waiting", "awaiting_dependency_approval")
+    assert [
+        (d["ecosystem"], d["name"], d["version"], d["status"])
+        for d in paused["dependency_requests"]
+    ] == [("pypi", "rich", "13.7.1", "pending")]
+    assert paused["review"] is None and paused["result_fingerprint"] is None
+    assert paused["feed"] == "Job 1: needs rich\n\n[awaiting_dependency_approval]"
+    assert (cli.workspace(one) / "a.txt").read_text() == "written before the pause\n"
+    assert cli.show(two)["stage"] == "awaiting_review", "job 2 did not wait behind job 1"
+
+    cli("approve", str(two))
+    cli.work()
+    assert cli.show(two)["status"] == "completed"
+    assert cli.git("show", "main:b.txt") == "from job 2"
+    assert cli.show(one)["stage"] == "awaiting_dependency_approval", "job 1 still waits"
+
+    cli("approve", str(one), "--reason", "exact pin reviewed")
+    cli.work()
+    reviewed = cli.show(one)
+    assert (reviewed["status"], reviewed["stage"]) == ("waiting", "awaiting_review")
+    assert reviewed["dependency_requests"][0]["status"] == "approved"
+    agent_runs = [s["status"] for s in reviewed["stages"] if s["name"] == "running_agent"]
+    assert agent_runs == ["paused", "accepted"], "one turn paused, the resumed turn accepted"
+    assert reviewed["usage"]["agent_runs"] == 2
+    summary = reviewed["review"]["summary"]
+    assert "a.txt" in summary and "a2.txt" in summary and "b.txt" not in summary
+
+    cli("approve", str(one))
+    cli.work()
+    done = cli.show(one)
+    assert done["status"] == "completed" and done["diagnosis"] is None
+    # Each step ran exactly once: the appends before and after the pause are not repeated.
+    assert cli.git("show", "main:a.txt") == "written before the pause\nwritten after the approval"
+    assert cli.git("show", "main:a2.txt") == "second file of job 1"
+    assert cli.git("show", "main:b.txt") == "from job 2"
+    assert (cli.repo / "a2.txt").exists() and (cli.repo / "b.txt").exists()
+    job_one_files = cli.git("ls-tree", "-r", "--name-only", "cairn/job-1").split()
+    assert {"a.txt", "a2.txt"} <= set(job_one_files) and "b.txt" not in job_one_files
+    assert cli.git("show", "cairn/job-2:b.txt") == "from job 2"
+    parents = cli.git("rev-list", "--parents", "-n", "1", "main").split()
+    assert parents[1:] == [cli.git("rev-parse", "cairn/job-2"), cli.git("rev-parse", "cairn/job-1")]
+
+
+FIRST = "First appended line (before the runner was killed)."
+SECOND = "Second appended line (after the runner was killed)."
+
+
+def test_a_killed_runner_is_taken_over_without_repeating_any_edit_or_effect(
+    cli: Cli, background: Callable[..., Popen[bytes]]
+) -> None:
+    cli.room()
+    runs = cli.tmp / "sleep-runs.log"  # outside the workspace: counts how often the command ran
+    script = f"""
+steps:
+  - write: {{path: a.txt, content: "a\\n"}}
+  - append: {{path: README.md, content: "\\n{FIRST}\\n"}}
+  - run: "echo started >> '{runs}' && sleep 3"
+  - append: {{path: README.md, content: "\\n{SECOND}\\n"}}
+  - finish: {{summary: "Added a.txt and two lines to the README."}}
+"""
+    reflog_before = cli.git("reflog", "show", "main").splitlines()
+    job = cli.submit(script, "Two README lines")
+
+    runner = background("work")
+    wait_for(
+        lambda: runs.exists() and FIRST in (cli.workspace(job) / "README.md").read_text(),
+        timeout=20,
+        what="the agent to be inside its `run` step",
+    )
+    os.killpg(runner.pid, signal.SIGKILL)
+    runner.wait(timeout=10)
+
+    cli.work()  # waits out the dead runner's lease, then takes the job over
+    reviewed = cli.show(job)
+    assert reviewed["stage"] == "awaiting_review", reviewed["diagnosis"]
+    agent_runs = [s["status"] for s in reviewed["stages"] if s["name"] == "running_agent"]
+    assert agent_runs == ["abandoned", "accepted"]
+    assert runs.read_text() == "started\nstarted\n", "the interrupted command ran again, once"
+    cli("approve", str(job))
+    cli.work()
+
+    done = cli.show(job)
+    assert (done["status"], done["stage"]) == ("completed", "completed")
+    assert [(e["kind"], e["status"]) for e in done["effects"]] == [
+        ("push", "done"),
+        ("merge", "done"),
+    ]
+    on_main = cli.git("show", "main:README.md")
+    assert on_main.count(FIRST) == 1 and on_main.count(SECOND) == 1
+    assert on_main.index(FIRST) < on_main.index(SECOND)
+    assert cli.git("show", "main:a.txt") == "a"
+    assert len(cli.git("reflog", "show", "main").splitlines()) == len(reflog_before) + 1
+    assert cli.git("rev-list", "--count", "main") == "2"

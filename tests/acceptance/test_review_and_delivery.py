@@ -1,0 +1,130 @@
+"""From a request to a merged change, through both outcomes of the integration gate."""
+
+from __future__ import annotations
+
+import pytest
+
+from cairn.testing.repos import SAMPLE_FILES
+
+from .conftest import Cli
+
+pytestmark = pytest.mark.acceptance
+
+ADD_HELLO = """
+steps:
+  - write:
+      path: src/hello.py
+      content: |
+        def hello() -> str:
+            return "hello"
+  - write:
+      path: tests/test_hello.py
+      content: |
+        from hello import hello
+
+
+        def test_hello():
+            assert hello() == "hello"
+  - finish: {summary: "Added hello() in src/hello.py, with a test."}
+"""
+REQUEST = "Add a hello() helper with a test"
+
+
+def test_a_request_is_reviewed_then_pushed_and_merged(fresh_cli: Cli) -> None:
+    cli = fresh_cli
+    cli("init")
+    assert "already set up" in cli("init").stdout, "a second init changes nothing"
+    cli("user", "add", "alice")
+    cli.room(verify="python -m pytest -q")
+    base = cli.git("rev-parse", "main")
+    script = cli.script(ADD_HELLO)
+
+    submitted = cli.json(
+        "submit", "sample", REQUEST, "--agent", f"script:{script}", "--as", "alice"
+    )
+    assert submitted == {"id": 1}
+    cli.work()
+
+    waiting = cli.show(1)
+    assert (waiting["status"], waiting["stage"]) == ("waiting", "awaiting_review")
+    assert waiting["requester"] == "alice" and waiting["branch"] == "cairn/job-1"
+    assert waiting["baseline"] == base
+    passed = [(s["name"], s["status"]) for s in waiting["stages"]]
+    assert passed == [
+        ("preparing_baseline", "accepted"),
+        ("preparing_workspace", "accepted"),
+        ("preparing_dependencies", "accepted"),
+        ("running_agent", "accepted"),
+        ("verifying", "accepted"),
+        ("summarizing", "accepted"),
+    ]
+    verified = next(s for s in waiting["stages"] if s["name"] == "verifying")
+    assert verified["evidence"]["exit_status"] == 0, "the room's verify command ran and passed"
+    assert [(d["gate"], d["verdict"]) for d in waiting["decisions"]] == [("run", "auto")]
+    assert waiting["effects"] == [], "nothing leaves cairn before the integration gate"
+    summary = waiting["review"]["summary"]
+    assert "Added hello() in src/hello.py" in summary and "tests/test_hello.py" in summary
+    assert waiting["feed"] == f"{REQUEST}\n\n[awaiting_review]", "provisional: no summary yet"
+    assert cli.git("rev-parse", "main") == base
+    assert cli.git("branch", "--list", "cairn/*") == "", "the job branch is not pushed yet"
+
+    cli("approve", "1")
+    cli.work()
+
+    done = cli.show(1)
+    assert (done["status"], done["stage"]) == ("completed", "completed")
+    assert done["diagnosis"] is None
+    assert [(d["gate"], d["verdict"], d["actor"]) for d in done["decisions"]] == [
+        ("run", "auto", "policy"),
+        ("integration", "approved", "admin"),
+    ]
+    assert [(e["kind"], e["status"]) for e in done["effects"]] == [
+        ("push", "done"),
+        ("merge", "done"),
+    ]
+    assert "Delivered." in done["feed"] and "Added hello() in src/hello.py" in done["feed"]
+
+    tip = cli.git("rev-parse", "main")
+    assert cli.git("rev-parse", "main~1") == base
+    assert cli.git("show", "main:src/hello.py").startswith("def hello()")
+    added = {"src/hello.py", "tests/test_hello.py"}
+    assert set(cli.git("ls-tree", "-r", "--name-only", "main").split()) == added | set(SAMPLE_FILES)
+    job_branch = cli.git("rev-parse", "cairn/job-1")
+    parents = cli.git("rev-list", "--parents", "-n", "1", "main").split()[1:]
+    assert job_branch == tip or job_branch in parents
+    # The person's checkout of main was clean, so it moved with the branch.
+    assert (cli.repo / "src" / "hello.py").read_text().startswith("def hello()")
+    assert cli.git("status", "--porcelain") == ""
+
+
+def test_a_rejection_at_the_integration_gate_records_why_and_delivers_nothing(cli: Cli) -> None:
+    cli.room()
+    base = cli.git("rev-parse", "main")
+    job = cli.submit(ADD_HELLO, REQUEST)
+    cli.work()
+    assert cli.show(job)["stage"] == "awaiting_review"
+
+    missing = cli("reject", str(job), expect=2)
+    assert "--reason" in missing.stderr
+    blank = cli("reject", str(job), "--reason", "   ", expect=2)
+    assert blank.stderr.startswith("error:") and "reason" in blank.stderr
+
+    why = "Use the existing greet() instead of a new helper."
+    cli("reject", str(job), "--reason", why)
+    rejected = cli.show(job)
+    assert (rejected["status"], rejected["stage"]) == ("rejected", "rejected")
+    assert rejected["decisions"][-1] | {"at": None} == {
+        "gate": "integration",
+        "verdict": "rejected",
+        "actor": "admin",
+        "reason": why,
+        "policy": None,
+        "at": None,
+    }
+    assert rejected["effects"] == []
+    assert "Rejected at review." in rejected["feed"] and why in rejected["feed"]
+
+    assert cli.git("rev-parse", "main") == base
+    assert cli.git("for-each-ref", "refs/heads/cairn") == ""
+    assert not (cli.repo / "src" / "hello.py").exists()
+    cli("approve", str(job), expect=1)  # a closed job is never rewritten as a success
