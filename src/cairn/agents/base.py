@@ -81,6 +81,8 @@ class Turn:
     """Messages from cairn for this turn (an approved dependency, a corrective run...)."""
     stop_requested: Callable[[], bool] = field(default=lambda: False)
     """True once the runner lost the job: a long step should stop at once."""
+    allow_unsandboxed: bool = False
+    """The room's scope lets commands run without a sandbox where none can be had."""
 
 
 class Agent(Protocol):

@@ -148,6 +148,7 @@ class ScriptAgent:
                 turn.workspace,
                 timeout=self.command_timeout,
                 should_stop=turn.stop_requested,
+                allow_unsandboxed=turn.allow_unsandboxed,
             )
         except OSError as exc:
             raise _StepFailed(f"could not start the command ({exc.strerror or exc})") from None

@@ -61,6 +61,7 @@ def _take_turn(drive: Drive, agent: Agent, saved: context.JobContext, corrective
         workspace_id=drive.worktree.content_id,
         notes=tuple(saved.inbox),
         stop_requested=drive.stop_requested,
+        allow_unsandboxed=drive.allow_unsandboxed,
     )
     started = time.monotonic()
     outcome = agent.run_turn(turn)

@@ -55,6 +55,8 @@ class Drive:
             self.room: Room = get_room(conn, job.room_id)
             self.group: Group = get_group(conn, self.room.group_id)
         self.agent_name = str(self.request.agent.get("adapter", "agent"))
+        # The room's scope alone may let commands run unsandboxed where no sandbox can be had.
+        self.allow_unsandboxed = bool(self.room.scope.get("unsandboxed_commands", False))
         self.sanitizer: Sanitizer = user_sanitizer(config, self.room.repo)
 
     @cached_property

@@ -26,6 +26,7 @@ def verifying(drive: Drive) -> None:
         drive.worktree.path,
         timeout=VERIFY_TIMEOUT_SECONDS,
         should_stop=drive.stop_requested,
+        allow_unsandboxed=drive.allow_unsandboxed,
     )
     after = drive.worktree.content_id()
     evidence = {"exit_status": result.exit_code}

@@ -1,39 +1,11 @@
-"""From queued to a prepared workspace: run gate, baseline, worktree, dependencies."""
+"""Preparing a job: the baseline, the job's own worktree, its dependencies."""
 
 from __future__ import annotations
 
 from cairn.errors import WorkspaceError
 from cairn.jobs.drive import Drive
-from cairn.stages import Gate, Stage, Status, Verdict
-from cairn.store import decisions
-from cairn.store import jobs as job_ledger
+from cairn.stages import Stage, Status
 from cairn.workspace.mirror import checkout_changes
-
-
-def queued(drive: Drive) -> None:
-    """A new job meets the run gate: policy may approve it; otherwise a person must."""
-    policy = drive.group.policy.get("run_approval", "admin")
-    if policy != "auto":
-        drive.move(Stage.awaiting_run_approval, Status.waiting)
-        return
-    with drive.fenced() as conn:
-        decisions.append(
-            conn,
-            job_id=drive.job.id,
-            gate=Gate.run,
-            verdict=Verdict.auto,
-            actor="policy",
-            policy=f"group {drive.group.name}: run_approval=auto",
-        )
-        drive.job = job_ledger.transition(
-            conn, drive.job, Stage.awaiting_run_approval, Status.running
-        )
-    drive.move(Stage.preparing_baseline)
-
-
-def run_approved(drive: Drive) -> None:
-    """A person approved the run (the gate decision made the job runnable again)."""
-    drive.move(Stage.preparing_baseline)
 
 
 def preparing_baseline(drive: Drive) -> None:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from cairn.jobs import agent_turns, deliver, finish, prepare
+from cairn.jobs import agent_turns, deliver, finish, prepare, run_gate
 from cairn.jobs.drive import Handler
 from cairn.stages import Stage
 
 HANDLERS: dict[Stage, Handler] = {
-    Stage.queued: prepare.queued,
-    Stage.awaiting_run_approval: prepare.run_approved,
+    Stage.queued: run_gate.queued,
+    Stage.awaiting_run_approval: run_gate.run_approved,
     Stage.preparing_baseline: prepare.preparing_baseline,
     Stage.preparing_workspace: prepare.preparing_workspace,
     Stage.preparing_dependencies: prepare.preparing_dependencies,

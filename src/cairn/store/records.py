@@ -50,6 +50,8 @@ class Room(Record):
     repo: str
     base_branch: str
     verify_command: str | None
+    scope: dict[str, Any]
+    """What jobs in this room may do beyond the defaults (for example unsandboxed commands)."""
     created_at: datetime
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlalchemy as sa
 
 from cairn.errors import NotFound, UsageError
@@ -18,6 +20,7 @@ def create_room(
     repo: str,
     base_branch: str,
     verify_command: str | None = None,
+    scope: dict[str, Any] | None = None,
 ) -> Room:
     """Bind a new room to a repository; room names are unique."""
     _check_name(name, "room")
@@ -30,6 +33,7 @@ def create_room(
             repo=repo,
             base_branch=base_branch,
             verify_command=verify_command,
+            scope=dict(scope or {}),
             created_at=utcnow(),
         )
     )

@@ -99,6 +99,7 @@ rooms = sa.Table(
     sa.Column("repo", sa.Text, nullable=False),
     sa.Column("base_branch", sa.String(255), nullable=False),
     sa.Column("verify_command", sa.Text),
+    sa.Column("scope", sa.JSON, nullable=False),
     _created(),
 )
 

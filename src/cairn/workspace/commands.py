@@ -29,6 +29,8 @@ class CommandResult:
     """The tail of its combined output (at most OUTPUT_TAIL_BYTES)."""
     stopped: bool = False
     """True when cairn stopped it because the runner lost the job."""
+    sandboxed: bool = False
+    """True when the command ran isolated (only the workspace writable, no network)."""
 
 
 def command_environment(private_tmp: Path, environ: dict[str, str] | None = None) -> dict[str, str]:
@@ -50,6 +52,7 @@ def run_in_workspace(
     *,
     timeout: float,
     should_stop: Callable[[], bool] = lambda: False,
+    allow_unsandboxed: bool = False,
 ) -> CommandResult:
     """Run `command` with /bin/sh in `workspace`; its whole process group ends with it."""
     # Output goes to a file, not a pipe: memory stays bounded and a background child holding

@@ -66,6 +66,7 @@ def upgrade() -> None:
         sa.Column("repo", sa.Text(), nullable=False),
         sa.Column("base_branch", sa.String(length=255), nullable=False),
         sa.Column("verify_command", sa.Text(), nullable=True),
+        sa.Column("scope", sa.JSON(), nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(["group_id"], ["groups.id"], name=op.f("fk_rooms_group_id_groups")),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_rooms")),
