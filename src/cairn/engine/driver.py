@@ -1,0 +1,120 @@
+"""Driving a workflow: reuse what the snapshot proves, run the rest, accept only with evidence."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Generic
+
+from cairn.engine.faults import NO_FAULTS, Faults
+from cairn.engine.identity import recipe_id
+from cairn.engine.ledger import Ledger, RunRecord, RunStatus, Snapshot
+from cairn.engine.workflow import (
+    C,
+    EvidenceShort,
+    Pause,
+    Result,
+    Retry,
+    StageDef,
+    StageFailed,
+    Workflow,
+)
+
+
+@dataclass
+class Report:
+    """What one drive did: which stages it reused, which it ran, where it stopped."""
+
+    reused: list[str] = field(default_factory=list)
+    ran: list[str] = field(default_factory=list)
+    paused_at: str | None = None
+    contents: dict[str, str | None] = field(default_factory=dict)
+
+    @property
+    def finished(self) -> bool:
+        return self.paused_at is None
+
+
+@dataclass
+class Engine(Generic[C]):
+    """Drives workflows against one ledger, from one fixed snapshot per process."""
+
+    ledger: Ledger
+    snapshot: Snapshot
+    faults: Faults = field(default_factory=lambda: NO_FAULTS)
+    on_start: Callable[[StageDef[C]], None] = field(default=lambda stage: None)
+    on_reuse: Callable[[StageDef[C], RunRecord], None] = field(default=lambda stage, run: None)
+
+    @classmethod
+    def starting(cls, ledger: Ledger, **options: Any) -> Engine[C]:
+        """An engine whose reuse decisions all read the ledger as it is now, once."""
+        return cls(ledger, Snapshot.take(ledger), **options)
+
+    def drive(self, workflow: Workflow[C], ctx: C) -> Report:
+        """Walk the stages in order; raises StageFailed when one fails, returns when done/paused."""
+        report = Report()
+        for stage in workflow.stages:
+            recipe = recipe_id(
+                stage.name,
+                stage.inputs(ctx),
+                upstream=report.contents,
+                settings=stage.settings(ctx),
+                tools=stage.tools,
+            )
+            reused = self._reusable(stage, ctx, recipe)
+            if reused is not None:
+                self.on_reuse(stage, reused)
+                report.reused.append(stage.name)
+                report.contents[stage.name] = reused.content_id
+                continue
+            try:
+                result = self._run(stage, ctx, recipe)
+            except Pause as pause:
+                report.paused_at = pause.gate
+                return report
+            report.ran.append(stage.name)
+            report.contents[stage.name] = result.content_id
+        return report
+
+    def _reusable(self, stage: StageDef[C], ctx: C, recipe: str) -> RunRecord | None:
+        """The snapshot's accepted run if its recipe matches and its content still does."""
+        prior = self.snapshot.accepted(stage.name)
+        if prior is None or prior.recipe_id != recipe or stage.content_now is None:
+            return None
+        # Recomputed from the content as it is now: an equal-sized replacement is stale.
+        return prior if stage.content_now(ctx, prior) == prior.content_id else None
+
+    def _run(self, stage: StageDef[C], ctx: C, recipe: str) -> Result:
+        for attempt in range(1, stage.max_attempts + 1):
+            self.on_start(stage)
+            run = self.ledger.start(stage.name, recipe)
+            self.faults.point("after_start", stage.name)
+            try:
+                result = stage.run(ctx)
+            except Pause as pause:
+                self.ledger.finish(run, RunStatus.paused, None, pause.evidence)
+                raise
+            except Retry as retry:
+                self.ledger.finish(run, RunStatus.failed, None, retry.evidence)
+                if attempt < stage.max_attempts:
+                    continue
+                raise StageFailed(
+                    f"{stage.name} was tried {attempt} times without a result"
+                ) from None
+            except StageFailed as failed:
+                self.ledger.finish(run, RunStatus.failed, None, failed.evidence)
+                raise
+            return self._accept(stage, run, result)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _accept(self, stage: StageDef[C], run: Any, result: Result) -> Result:
+        self.faults.point("before_accept", stage.name)
+        shortfalls = result.evidence.shortfalls(stage.required)
+        if shortfalls:
+            self.ledger.finish(run, RunStatus.failed, result.content_id, result.evidence)
+            raise EvidenceShort(
+                f"{stage.name} was not accepted: {'; '.join(shortfalls)}", result.evidence
+            )
+        self.ledger.finish(run, RunStatus.accepted, result.content_id, result.evidence)
+        self.faults.point("after_accept", stage.name)
+        return result

@@ -1,0 +1,130 @@
+"""Where stage runs are recorded, and the fixed snapshot of accepted runs that reuse reads."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Any, Protocol
+
+from cairn.engine.evidence import Evidence
+
+
+class RunStatus(StrEnum):
+    running = "running"
+    """Intent recorded (the recipe), work under way."""
+    accepted = "accepted"
+    """Evidence passed: a checkpoint that later runs may reuse."""
+    failed = "failed"
+    """Evidence missing or short, or the stage failed: not done, may run again."""
+    paused = "paused"
+    """Waiting for a person (a gate); neither accepted nor failed."""
+    abandoned = "abandoned"
+    """Its process died while it ran."""
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One stage run as the ledger holds it (evidence may be unreadable: then it is None)."""
+
+    stage: str
+    attempt: int
+    recipe_id: str
+    content_id: str | None
+    evidence: Evidence | None
+    status: RunStatus
+
+
+class Ledger(Protocol):
+    """The execution ledger a workflow records into (cairn's store, a file, memory)."""
+
+    def runs(self) -> Iterable[Mapping[str, Any]]:
+        """Every recorded run, oldest first, as raw fields (stage, attempt, recipe_id, ...)."""
+        ...
+
+    def start(self, stage: str, recipe_id: str) -> Any:
+        """Record the intent to run `stage` with this recipe; returns the run's handle."""
+        ...
+
+    def finish(
+        self, run: Any, status: RunStatus, content_id: str | None, evidence: Evidence | None
+    ) -> None:
+        """Record what the run produced and whether it was accepted."""
+        ...
+
+
+class Snapshot:
+    """The accepted runs as they stood when a process started: read once, never refreshed."""
+
+    def __init__(self, accepted: Mapping[str, RunRecord]) -> None:
+        self._accepted = MappingProxyType(dict(accepted))
+
+    @classmethod
+    def take(cls, ledger: Ledger) -> Snapshot:
+        """Read the ledger once; an unreadable record counts as missing ("run it again")."""
+        latest: dict[str, RunRecord] = {}
+        for raw in ledger.runs():
+            record = read_record(raw)
+            if record is not None and record.status is RunStatus.accepted:
+                latest[record.stage] = record  # runs come oldest first: the last one wins
+        return cls(latest)
+
+    def accepted(self, stage: str) -> RunRecord | None:
+        return self._accepted.get(stage)
+
+    def __len__(self) -> int:
+        return len(self._accepted)
+
+
+def read_record(raw: Mapping[str, Any]) -> RunRecord | None:
+    """A record from stored fields, or None when any of them cannot be trusted."""
+    try:
+        evidence_data = raw.get("evidence")
+        evidence = Evidence.from_data(evidence_data) if evidence_data is not None else None
+        record = RunRecord(
+            stage=str(raw["stage"]),
+            attempt=int(raw["attempt"]),
+            recipe_id=str(raw["recipe_id"]),
+            content_id=raw.get("content_id"),
+            evidence=evidence,
+            status=RunStatus(raw["status"]),
+        )
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+    if record.status is RunStatus.accepted and (record.evidence is None or not record.content_id):
+        return None  # an accepted run without its evidence or content cannot justify reuse
+    return record
+
+
+class MemoryLedger:
+    """A ledger in memory: for tests and throwaway workflows."""
+
+    def __init__(self) -> None:
+        self.rows: list[dict[str, Any]] = []
+
+    def runs(self) -> list[dict[str, Any]]:
+        return [dict(row) for row in self.rows]
+
+    def start(self, stage: str, recipe_id: str) -> int:
+        attempt = 1 + sum(1 for row in self.rows if row["stage"] == stage)
+        self.rows.append(
+            {
+                "stage": stage,
+                "attempt": attempt,
+                "recipe_id": recipe_id,
+                "content_id": None,
+                "evidence": None,
+                "status": RunStatus.running.value,
+            }
+        )
+        return len(self.rows) - 1
+
+    def finish(
+        self, run: int, status: RunStatus, content_id: str | None, evidence: Evidence | None
+    ) -> None:
+        self.rows[run] |= {
+            "status": status.value,
+            "content_id": content_id,
+            "evidence": evidence.to_data() if evidence is not None else None,
+        }
