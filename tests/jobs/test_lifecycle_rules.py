@@ -275,7 +275,7 @@ steps:
     assert detail["stage"] == "awaiting_review"
     agent_runs = [s for s in detail["stages"] if s["name"] == "running_agent"]
     assert [s["status"] for s in agent_runs] == ["failed", "accepted"]
-    assert agent_runs[0]["evidence"]["outcome"] == "interrupted"
+    assert agent_runs[0]["evidence"]["outcome"]["value"] == "interrupted"
 
 
 def _branch_files(cairn: Cairn, detail: dict) -> set[str]:

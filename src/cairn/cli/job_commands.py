@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
+
 import typer
 
 from cairn.agents.registry import load_agent_spec
 from cairn.cli.context import AS_OPTION, JSON_OPTION, console, print_json, session
 from cairn.cli.progress import StagePrinter, next_step
+from cairn.engine import Faults
 from cairn.jobs import gates
 from cairn.jobs.runner import Runner
 from cairn.jobs.submit import submit_job
@@ -186,7 +189,9 @@ def _submit(ctx: typer.Context, room: str, request: str, agent: str, as_user: st
 def _work(ctx: typer.Context, *, until_idle: bool, job_id: int | None) -> list[Job]:
     s = session(ctx)
     with s.store() as store:
-        runner = Runner(store, s.config, on_progress=StagePrinter())
+        # CAIRN_FAULTS is a testing aid (crash points); only this entry point reads it.
+        faults = Faults.parse(os.environ.get("CAIRN_FAULTS"))
+        runner = Runner(store, s.config, on_progress=StagePrinter(), faults=faults)
         with console.status("working (Ctrl-C stops; the job resumes from its last stage)"):
             driven = runner.work(until_idle=until_idle, job_id=job_id)
     for job in driven:

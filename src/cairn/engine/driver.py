@@ -63,6 +63,7 @@ class Engine(Generic[C]):
             )
             reused = self._reusable(stage, ctx, recipe)
             if reused is not None:
+                self.ledger.mark_reused(reused)
                 self.on_reuse(stage, reused)
                 report.reused.append(stage.name)
                 report.contents[stage.name] = reused.content_id

@@ -34,6 +34,8 @@ class RunRecord:
     content_id: str | None
     evidence: Evidence | None
     status: RunStatus
+    ref: Any = None
+    """The ledger's own handle for the run (a row id), for marking it reused."""
 
 
 class Ledger(Protocol):
@@ -51,6 +53,10 @@ class Ledger(Protocol):
         self, run: Any, status: RunStatus, content_id: str | None, evidence: Evidence | None
     ) -> None:
         """Record what the run produced and whether it was accepted."""
+        ...
+
+    def mark_reused(self, record: RunRecord) -> None:
+        """Record that a later drive took this accepted run from its snapshot."""
         ...
 
 
@@ -89,6 +95,7 @@ def read_record(raw: Mapping[str, Any]) -> RunRecord | None:
             content_id=raw.get("content_id"),
             evidence=evidence,
             status=RunStatus(raw["status"]),
+            ref=raw.get("id"),
         )
     except (KeyError, TypeError, ValueError, AttributeError):
         return None
@@ -110,6 +117,7 @@ class MemoryLedger:
         attempt = 1 + sum(1 for row in self.rows if row["stage"] == stage)
         self.rows.append(
             {
+                "id": len(self.rows),
                 "stage": stage,
                 "attempt": attempt,
                 "recipe_id": recipe_id,
@@ -128,3 +136,6 @@ class MemoryLedger:
             "content_id": content_id,
             "evidence": evidence.to_data() if evidence is not None else None,
         }
+
+    def mark_reused(self, record: RunRecord) -> None:
+        self.rows[record.ref]["reused"] = self.rows[record.ref].get("reused", 0) + 1

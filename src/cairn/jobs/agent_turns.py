@@ -1,48 +1,43 @@
-"""The agent stage and the dependency gate around it."""
+"""The agent stage: one turn in the job's own context, and the dependency gate inside it."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from typing import Any
 
 from cairn.agents.base import Agent, DependencyAsk, Outcome, OutcomeKind, Turn
 from cairn.agents.registry import get_agent
 from cairn.deps.requests import dependency_problem, label
+from cairn.engine import Evidence, Expect, Measurement, Pause, Result, Retry, StageDef, StageFailed
 from cairn.errors import LeaseLost
 from cairn.jobs import context
-from cairn.jobs.drive import Drive, StageAttempt
+from cairn.jobs.drive import Drive
 from cairn.sanitize import SUMMARY_LIMIT
-from cairn.stages import Stage, Status
+from cairn.stages import Stage
 from cairn.store import decisions, progress, stage_runs
 from cairn.store import dependency_requests as dep_ledger
 from cairn.store import jobs as job_ledger
-from cairn.store.records import StageRun
 
-MAX_INTERRUPTED_ATTEMPTS = 3
+MAX_ATTEMPTS = 3
 CORRECTIVE_NOTE = (
     "corrective run: the workspace is still identical to the starter; change a file, "
     "request a dependency, or fail with a clear reason"
 )
+_GATE = Stage.awaiting_dependency_approval.value
 
 
-def running_agent(drive: Drive) -> None:
+def _agent(drive: Drive) -> Result:
     """One agent turn in the job's own context; the workspace decides what it achieved."""
+    _tell_dependency_decision(drive)
     agent = get_agent(drive.request.agent)
-    history = _agent_runs(drive)
-    corrective = any((run.evidence or {}).get("corrective_next") for run in history)
-    attempt = drive.attempt(
-        Stage.running_agent,
-        {
-            "request": drive.request.id,
-            "start_tree": drive.worktree.content_id(),
-            "corrective": corrective,
-        },
-    )
+    corrective = _corrective_is_due(drive)
     with drive.fenced() as conn:
         saved = context.load(conn, drive.job.id)
     # An outcome saved before a crash is settled as it was, never produced a second time.
     outcome = saved.outcome or _take_turn(drive, agent, saved, corrective)
-    _settle(drive, agent, attempt, outcome, corrective, history)
+    return _settle(drive, outcome, corrective)
 
 
 def _take_turn(drive: Drive, agent: Agent, saved: context.JobContext, corrective: bool) -> Outcome:
@@ -76,65 +71,45 @@ def _take_turn(drive: Drive, agent: Agent, saved: context.JobContext, corrective
     return outcome
 
 
-def _settle(
-    drive: Drive,
-    agent: Agent,
-    attempt: StageAttempt,
-    outcome: Outcome,
-    corrective: bool,
-    history: list[StageRun],
-) -> None:
+def _settle(drive: Drive, outcome: Outcome, corrective: bool) -> Result:
+    noted = Measurement("outcome", outcome.kind.value)
     if outcome.kind is OutcomeKind.dependency_request:
         assert outcome.dependency is not None
-        _ask_for_dependency(drive, agent, attempt, outcome.dependency)
-        return
+        _ask_for_dependency(drive, outcome.dependency)
     if outcome.kind is OutcomeKind.failed:
-        attempt.reject(None, {"outcome": outcome.kind.value})
-        drive.stop(Status.failed, outcome.diagnosis or "the agent failed without saying why")
-        return
+        raise StageFailed(
+            outcome.diagnosis or "the agent failed without saying why", Evidence.of(noted)
+        )
     changed = drive.worktree.changed_files(drive.job.baseline or "")
-    evidence: dict[str, Any] = {"outcome": outcome.kind.value, "files_changed": len(changed)}
+    files = Measurement("files_changed", len(changed), Expect.at_least, 1)
     if changed:
         # Rule 9: a lost stream that left changes continues to verification in this same job.
         summary = drive.sanitizer.clean(outcome.summary, SUMMARY_LIMIT) if outcome.summary else None
-        attempt.accept(drive.worktree.content_id(), evidence | {"agent_summary": summary})
-        drive.move(Stage.verifying)
-    elif outcome.kind is OutcomeKind.interrupted:
-        _retry_or_fail_interrupted(drive, agent, attempt, evidence, history)
-    else:
-        _first_edit_must_edit(drive, agent, attempt, evidence, corrective)
-
-
-def _retry_or_fail_interrupted(
-    drive: Drive, agent: Agent, attempt: StageAttempt, evidence: dict, history: list[StageRun]
-) -> None:
-    """Rule 9: a lost stream that changed nothing may start a new attempt, a bounded number."""
-    attempt.reject(None, evidence)
-    lost = 1 + sum(1 for run in history if (run.evidence or {}).get("outcome") == "interrupted")
-    if lost >= MAX_INTERRUPTED_ATTEMPTS:
-        drive.stop(
-            Status.failed,
-            f"the agent stopped answering {lost} times without changing any file; "
-            "submit the request again to start a new job",
-        )
-        return
+        told = Measurement("agent_summary", summary)
+        return Result(drive.worktree.content_id(), Evidence.of(noted, files, told))
     with drive.fenced() as conn:
         context.settle(conn, drive.job.id, drive.agent_name)
-
-
-def _first_edit_must_edit(
-    drive: Drive, agent: Agent, attempt: StageAttempt, evidence: dict, corrective: bool
-) -> None:
-    """Rule 7: an unchanged first job gets exactly one corrective run in the same context."""
+    if outcome.kind is OutcomeKind.interrupted:
+        raise Retry(Evidence.of(noted, files))  # rule 9: nothing changed, a new attempt may start
     if not corrective and _is_first_job_in_room(drive):
-        attempt.reject(None, evidence | {"corrective_next": True})
+        # Rule 7: an unchanged first job gets exactly one corrective run in the same context.
         with drive.fenced() as conn:
-            context.settle(conn, drive.job.id, drive.agent_name)
-            context.post_note(conn, drive.job.id, agent.name, CORRECTIVE_NOTE)
-        return
-    attempt.reject(None, evidence)
+            context.post_note(conn, drive.job.id, drive.agent_name, CORRECTIVE_NOTE)
+        raise Retry(Evidence.of(noted, files, Measurement("corrective_next", True)))
     why = "a second unchanged result" if corrective else "an unchanged workspace"
-    drive.stop(Status.failed, f"the agent finished with {why}; nothing was delivered")
+    raise StageFailed(
+        f"the agent finished with {why}; nothing was delivered", Evidence.of(noted, files)
+    )
+
+
+def _corrective_is_due(drive: Drive) -> bool:
+    with drive.store.begin() as conn:
+        runs = stage_runs.for_job(conn, drive.job.id)
+    return any(
+        (run.evidence or {}).get("corrective_next", {}).get("value")
+        for run in runs
+        if run.stage == Stage.running_agent
+    )
 
 
 def _is_first_job_in_room(drive: Drive) -> bool:
@@ -142,21 +117,11 @@ def _is_first_job_in_room(drive: Drive) -> bool:
         return job_ledger.list_jobs(conn, drive.room.id)[0].id == drive.job.id
 
 
-def _agent_runs(drive: Drive) -> list[StageRun]:
-    with drive.store.begin() as conn:
-        runs = stage_runs.for_job(conn, drive.job.id)
-    return [run for run in runs if run.stage == Stage.running_agent and run.status != "running"]
-
-
-def _ask_for_dependency(
-    drive: Drive, agent: Agent, attempt: StageAttempt, ask: DependencyAsk
-) -> None:
+def _ask_for_dependency(drive: Drive, ask: DependencyAsk) -> None:
+    """Record the agent's exact ask and pause at the dependency gate (or refuse it outright)."""
     problem = dependency_problem(ask)
     if problem:
-        attempt.reject(None, {"outcome": "dependency_request", "refused": problem})
-        drive.stop(Status.failed, f"the agent's dependency request was refused: {problem}")
-        return
-    attempt.pause({"outcome": "dependency_request"})
+        raise StageFailed(f"the agent's dependency request was refused: {problem}")
     with drive.fenced() as conn:
         dep_ledger.add(
             conn,
@@ -167,37 +132,42 @@ def _ask_for_dependency(
             reason=drive.sanitizer.clean(ask.reason),
         )
         context.settle(conn, drive.job.id, drive.agent_name)
-        drive.job = job_ledger.transition(
-            conn, drive.job, Stage.awaiting_dependency_approval, Status.waiting
-        )
-    drive.on_progress(drive.job)
+    raise Pause(_GATE, Evidence.of(Measurement("outcome", "dependency_request")))
 
 
-def dependency_decided(drive: Drive) -> None:
-    """After the dependency gate: install when approved, tell the agent when rejected."""
+def _tell_dependency_decision(drive: Drive) -> None:
+    """Before the turn: tell the agent, once, how its last dependency request was decided."""
     with drive.store.begin() as conn:
-        decided = dep_ledger.latest(conn, drive.job.id)
+        asked = dep_ledger.for_job(conn, drive.job.id)
+        told = context.load(conn, drive.job.id).told
         reasons = {d.id: d.reason for d in decisions.for_job(conn, drive.job.id)}
-    if decided.status == dep_ledger.APPROVED:
-        drive.move(Stage.installing_dependency)
+    if not asked or asked[-1].id in told:
         return
-    reason = reasons.get(decided.decision_id or -1) or "no reason given"
-    what = label(decided.ecosystem, decided.name, decided.version)
-    _note_and_resume(drive, f"dependency {what} was rejected: {reason}")
-
-
-def installing_dependency(drive: Drive) -> None:
-    """The constrained installer is not part of this slice: record the approval for the agent."""
-    with drive.store.begin() as conn:
-        approved = dep_ledger.latest(conn, drive.job.id)
-    attempt = drive.attempt(Stage.installing_dependency, {"request": approved.id})
-    attempt.accept(None, {"packages_installed": 0, "installer": "not available in this version"})
-    what = label(approved.ecosystem, approved.name, approved.version)
-    _note_and_resume(drive, f"dependency {what} was approved")
-
-
-def _note_and_resume(drive: Drive, note: str) -> None:
+    latest = asked[-1]
+    if latest.status == dep_ledger.PENDING:
+        raise Pause(_GATE)  # asked before a crash; still waiting for a person
+    what = label(latest.ecosystem, latest.name, latest.version)
+    if latest.status == dep_ledger.APPROVED:
+        drive.move(Stage.installing_dependency)
+        note = f"dependency {what} was approved"  # the constrained installer arrives later
+    else:
+        reason = reasons.get(latest.decision_id or -1) or "no reason given"
+        note = f"dependency {what} was rejected: {reason}"
     with drive.fenced() as conn:
-        context.post_note(conn, drive.job.id, drive.agent_name, note)
-        drive.job = job_ledger.transition(conn, drive.job, Stage.running_agent, Status.running)
-    drive.on_progress(drive.job)
+        context.post_note(conn, drive.job.id, drive.agent_name, note, told=latest.id)
+    drive.move(Stage.running_agent)
+
+
+def _spec_id(spec: dict[str, Any]) -> str:
+    # Specs may hold floats (a timeout); canonical identities refuse them, plain JSON does not.
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
+
+
+AGENT: StageDef[Drive] = StageDef(
+    name=Stage.running_agent.value,
+    run=_agent,
+    inputs=lambda drive: {"request": drive.request.id, "agent": _spec_id(drive.request.agent)},
+    required=("files_changed",),
+    content_now=lambda drive, prior: drive.worktree.content_id(),
+    max_attempts=MAX_ATTEMPTS,
+)

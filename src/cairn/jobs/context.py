@@ -20,6 +20,8 @@ class JobContext:
     inbox: list[str] = field(default_factory=list)
     outcome: Outcome | None = None
     """A turn's outcome the agent saved, not yet settled by cairn (a crash came in between)."""
+    told: list[int] = field(default_factory=list)
+    """Dependency requests whose decision the agent has been told (each exactly once)."""
 
 
 def load(conn: sa.Connection, job_id: int) -> JobContext:
@@ -32,6 +34,7 @@ def load(conn: sa.Connection, job_id: int) -> JobContext:
         stored.get("agent"),
         list(stored.get("inbox", [])),
         Outcome.from_data(outcome) if outcome else None,
+        [int(i) for i in stored.get("told", [])],
     )
 
 
@@ -39,21 +42,27 @@ def save_agent_state(
     conn: sa.Connection, job_id: int, agent: str, state: dict[str, Any], outcome: Outcome | None
 ) -> None:
     """Replace the agent's state; its notes were delivered with the turn, so clear them."""
-    _save(conn, job_id, agent, JobContext(state, [], outcome))
+    told = load(conn, job_id).told
+    _save(conn, job_id, agent, JobContext(state, [], outcome, told))
 
 
-def post_note(conn: sa.Connection, job_id: int, agent: str, note: str) -> None:
-    """Leave a note for the job's next agent turn, keeping the agent's state as it is."""
+def post_note(
+    conn: sa.Connection, job_id: int, agent: str, note: str, *, told: int | None = None
+) -> None:
+    """Leave a note for the job's next agent turn (marking a dependency decision as told)."""
     current = load(conn, job_id)
     inbox = [*current.inbox, note][-_INBOX_LIMIT:]
-    _save(conn, job_id, agent, JobContext(current.agent_state, inbox, current.outcome))
+    told_ids = [*current.told, told] if told is not None else current.told
+    _save(conn, job_id, agent, JobContext(current.agent_state, inbox, current.outcome, told_ids))
 
 
 def settle(conn: sa.Connection, job_id: int, agent: str) -> None:
     """Drop the pending outcome: cairn recorded what it led to in this same transaction."""
     current = load(conn, job_id)
     if current.outcome is not None:
-        _save(conn, job_id, agent, JobContext(current.agent_state, current.inbox, None))
+        _save(
+            conn, job_id, agent, JobContext(current.agent_state, current.inbox, None, current.told)
+        )
 
 
 def _save(conn: sa.Connection, job_id: int, agent: str, context: JobContext) -> None:
@@ -61,5 +70,6 @@ def _save(conn: sa.Connection, job_id: int, agent: str, context: JobContext) -> 
         "agent": context.agent_state,
         "inbox": context.inbox,
         "outcome": context.outcome.to_data() if context.outcome else None,
+        "told": context.told,
     }
     contexts.save(conn, job_id, agent, state)

@@ -1,101 +1,102 @@
-"""Delivery: push the job branch, then merge it; each an effect recorded before and after."""
+"""Delivery: push the reviewed commit, then merge it; each an effect recorded before and after."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
+from cairn.engine import (
+    Evidence,
+    Expect,
+    Measurement,
+    Result,
+    StageDef,
+    Undecidable,
+    digest,
+    perform,
+)
 from cairn.errors import WorkspaceError
-from cairn.jobs.drive import Drive
-from cairn.stages import Stage, Status
-from cairn.store import effects, stage_runs
+from cairn.jobs.drive import Blocked, Drive
+from cairn.jobs.ledger import StoreEffects
+from cairn.stages import Stage
+from cairn.store import stage_runs
 from cairn.workspace import delivery
 
 
-def delivering(drive: Drive) -> None:
-    """Push, then merge; an intended effect is inspected in the outside world before any repeat."""
+def _deliver(drive: Drive) -> Result:
+    """Push, then merge; the job completes with a note when the merge is left to a person."""
     sha = reviewed_commit(drive)
-    attempt = drive.attempt(Stage.delivering, {"commit": sha, "repo": drive.room.repo})
+    effects = StoreEffects(drive)
     try:
-        _effect(drive, "push", f"job-{drive.job.id}:push:{sha}", *_push(drive, sha))
-        merged, why = _merge(drive, sha)
-    except _Undecidable as exc:
-        attempt.reject(sha, {"pushed": "unknown"})
-        drive.stop(Status.blocked, str(exc))
-        return
-    attempt.accept(sha, {"pushed": 1, "merged": int(merged)})
-    note = None if merged else f"the branch {drive.job.branch} was delivered; {why}"
-    drive.move(Stage.completed, Status.completed, diagnosis=note and drive.sanitizer.clean(note))
+        pushed = perform(
+            effects,
+            "push",
+            f"job-{drive.job.id}:push:{sha}",
+            inspect=lambda: _pushed(drive, sha),
+            act=lambda: _push(drive, sha),
+            faults=drive.faults,
+        )
+        reasons: list[str | None] = []
+        merged = perform(
+            effects,
+            "merge",
+            f"job-{drive.job.id}:merge:{sha}",
+            inspect=lambda: _merged(drive, sha),
+            act=lambda: _merge(drive, sha, reasons),
+            faults=drive.faults,
+        )
+    except (Undecidable, WorkspaceError) as exc:
+        raise Blocked(
+            f"delivery did not complete: {exc}; run `cairn resume {drive.job.id}`"
+        ) from exc
+    if merged is None:
+        why = next((r for r in reasons if r), "the merge was left to a person")
+        drive.completion_note = f"the branch {drive.job.branch} was delivered; {why}"
+    return Result(
+        digest({"pushed": pushed, "merged": merged}),
+        Evidence.of(
+            Measurement("pushed", int(pushed == sha), Expect.equals, 1),
+            Measurement("merged", int(merged is not None)),
+        ),
+    )
 
 
 def reviewed_commit(drive: Drive) -> str:
     """The commit the reviewer saw; later edits to the workspace are never delivered."""
     with drive.store.begin() as conn:
         summarized = stage_runs.last_accepted(conn, drive.job.id, Stage.summarizing)
-    assert summarized is not None and summarized.evidence, "review follows an accepted summary"
-    return str(summarized.evidence["commit"])
+    assert summarized is not None and summarized.content_id, "review follows an accepted summary"
+    return summarized.content_id
 
 
-class _Undecidable(Exception):
-    """Inspection could not tell whether an intended effect happened; a person must look."""
+def _pushed(drive: Drive, sha: str) -> str | None:
+    remote = delivery.remote_branch_sha(drive.room.repo, drive.job.branch)
+    if remote not in (None, sha):
+        raise Undecidable(
+            f"the room's repository already has {drive.job.branch} at another commit and cairn "
+            "will not overwrite it; remove that branch there"
+        )
+    return sha if remote == sha else None
 
 
-def _push(drive: Drive, sha: str) -> tuple[Callable[[], str | None], Callable[[], str]]:
-    def inspect() -> str | None:
-        remote = delivery.remote_branch_sha(drive.room.repo, drive.job.branch)
-        if remote not in (None, sha):
-            raise _Undecidable(
-                f"the room's repository already has {drive.job.branch} at another commit; "
-                "cairn will not overwrite it. Remove that branch, then run `cairn resume`"
-            )
-        return sha if remote == sha else None
-
-    def act() -> str:
-        with drive.mirror.lock():
-            delivery.push_branch(drive.mirror, sha, drive.job.branch)
-        return sha
-
-    return inspect, act
+def _push(drive: Drive, sha: str) -> str:
+    with drive.mirror.lock():
+        delivery.push_branch(drive.mirror, sha, drive.job.branch)
+    return sha
 
 
-def _merge(drive: Drive, sha: str) -> tuple[bool, str | None]:
-    key = f"job-{drive.job.id}:merge:{sha}"
-    outcome: dict[str, str | None] = {}
-
-    def inspect() -> str | None:
-        with drive.mirror.lock():
-            return sha if delivery.is_merged(drive.mirror, sha) else None
-
-    def act() -> str | None:
-        message = f"Merge {drive.job.branch}"
-        with drive.mirror.lock():
-            result = delivery.merge_into_base(drive.mirror, sha, message)
-        outcome["reason"] = result.reason
-        return result.commit if result.merged else None
-
-    ref = _effect(drive, "merge", key, inspect, act)
-    return ref is not None, outcome.get("reason")
+def _merged(drive: Drive, sha: str) -> str | None:
+    with drive.mirror.lock():
+        return sha if delivery.is_merged(drive.mirror, sha) else None
 
 
-def _effect(
-    drive: Drive,
-    kind: str,
-    key: str,
-    inspect: Callable[[], str | None],
-    act: Callable[[], str | None],
-) -> str | None:
-    """Perform an effect at most once: intent first, inspection before acting, done after."""
-    with drive.fenced() as conn:
-        record = effects.begin(conn, drive.job.id, kind, key)
-    if record.status == effects.DONE:
-        return record.external_ref
-    try:
-        ref = inspect()
-        if ref is None:
-            ref = act()
-    except WorkspaceError as exc:
-        raise _Undecidable(
-            f"{kind} did not complete: {exc}; run `cairn resume` to try again"
-        ) from exc
-    with drive.fenced() as conn:
-        effects.mark(conn, key, effects.DONE if ref else effects.FAILED, ref)
-    return ref
+def _merge(drive: Drive, sha: str, reasons: list[str | None]) -> str | None:
+    with drive.mirror.lock():
+        result = delivery.merge_into_base(drive.mirror, sha, f"Merge {drive.job.branch}")
+    reasons.append(result.reason)
+    return result.commit if result.merged else None
+
+
+DELIVER: StageDef[Drive] = StageDef(
+    name=Stage.delivering.value,
+    run=_deliver,
+    inputs=lambda drive: {"repo": drive.room.repo, "branch": drive.room.base_branch},
+    required=("pushed",),
+)

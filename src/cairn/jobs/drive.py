@@ -1,25 +1,25 @@
-"""Driving one claimed job: stage handlers, fenced writes, stage-run records."""
+"""Driving one claimed job: the run gate, then the code-job workflow on the stage engine."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
 import sqlalchemy as sa
 
 from cairn.config import Config
+from cairn.engine import NO_FAULTS, Engine, Faults, StageDef, StageFailed, Workflow
 from cairn.errors import CairnError, LeaseLost
 from cairn.jobs import context
 from cairn.jobs.access import missing_access
-from cairn.jobs.identity import recipe_id
+from cairn.jobs.ledger import StoreLedger
 from cairn.sanitize import Sanitizer, user_sanitizer
 from cairn.stages import Stage, Status
-from cairn.store import Store, stage_runs
+from cairn.store import Store
 from cairn.store import jobs as job_ledger
 from cairn.store.identity import get_group
 from cairn.store.records import Group, Job, Request, Room
@@ -32,8 +32,12 @@ Handler = Callable[["Drive"], None]
 ProgressCallback = Callable[[Job], None]
 
 
+class Blocked(StageFailed):
+    """A stage needs someone outside cairn (a dirty checkout, a refused push): not a failure."""
+
+
 class Drive:
-    """One runner's hold on one job: everything a stage handler needs, and every write fenced."""
+    """One runner's hold on one job: everything a stage needs, and every write fenced."""
 
     def __init__(
         self,
@@ -43,6 +47,7 @@ class Drive:
         *,
         on_progress: ProgressCallback | None = None,
         stop_requested: Callable[[], bool] = lambda: False,
+        faults: Faults = NO_FAULTS,
     ) -> None:
         self.store = store
         self.config = config
@@ -50,6 +55,8 @@ class Drive:
         self.token = job.fencing_token
         self.on_progress = on_progress or (lambda job: None)
         self.stop_requested = stop_requested
+        self.faults = faults
+        self.completion_note: str | None = None
         with store.begin() as conn:
             self.request: Request = job_ledger.get_request(conn, job.request_id)
             self.room: Room = get_room(conn, job.room_id)
@@ -84,27 +91,26 @@ class Drive:
             self.job = job_ledger.transition(conn, self.job, stage, status, **fields)
         self.on_progress(self.job)
 
+    def record(self, **fields: Any) -> None:
+        """Set job columns (baseline, summary, fingerprint) without moving the job."""
+        with self.fenced() as conn:
+            self.job = job_ledger.transition(
+                conn, self.job, self.job.stage, self.job.status, **fields
+            )
+
     def stop(self, status: Status, diagnosis: str, stage: Stage | None = None) -> None:
         """End the drive in `status` (blocked or failed) with a bounded, masked diagnosis."""
         if stage is None:
             stage = Stage.failed if status is Status.failed else self.job.stage
         self.move(stage, status, diagnosis=self.sanitizer.clean(diagnosis))
 
-    def attempt(self, stage: Stage, inputs: dict[str, Any]) -> StageAttempt:
-        """Record the intent to run `stage` with these inputs, before any of its work."""
-        with self.fenced() as conn:
-            run = stage_runs.start(
-                conn, self.job.id, stage.value, recipe_id(stage, inputs), self.token
-            )
-        return StageAttempt(self, run.id)
-
     def refresh(self) -> Job:
         with self.store.begin() as conn:
             self.job = job_ledger.get_job(conn, self.job.id)
         return self.job
 
-    def run(self, handlers: dict[Stage, Handler]) -> Job:
-        """Run handlers until the job reaches a gate, a block or an end (or is taken away).
+    def run(self, gates: Mapping[Stage, Handler], workflow: Workflow[Drive]) -> Job:
+        """Drive the job until it waits for a person, is blocked, ends, or is taken away.
 
         One job's error never stops the runner: the job is blocked with a diagnosis (masked,
         like every diagnosis) and the runner goes on to the next job.
@@ -112,9 +118,18 @@ class Drive:
         try:
             if self._access_holds():
                 while self._still_ours():
-                    handlers[self.job.stage](self)
+                    handler = gates.get(self.job.stage)
+                    if handler is not None:
+                        handler(self)
+                    else:
+                        self._drive_workflow(workflow)
         except LeaseLost:
             pass
+        except Blocked as blocked:
+            self._halt(blocked.diagnosis)
+        except StageFailed as failed:
+            with contextlib.suppress(LeaseLost):
+                self.stop(Status.failed, failed.diagnosis)
         except CairnError as exc:
             self._halt(f"{exc}; fix the cause, then run `cairn resume {self.job.id}`")
         except Exception:
@@ -124,6 +139,24 @@ class Drive:
                 f"details. Fix the cause, then run `cairn resume {self.job.id}`"
             )
         return self.refresh()
+
+    def _drive_workflow(self, workflow: Workflow[Drive]) -> None:
+        """One pass of the workflow, its reuse decided from one snapshot taken now."""
+        engine: Engine[Drive] = Engine.starting(
+            StoreLedger(self), faults=self.faults, on_start=self._entering
+        )
+        report = engine.drive(workflow, self)
+        if report.paused_at is not None:
+            self.move(Stage(report.paused_at), Status.waiting)
+        else:
+            note = self.completion_note and self.sanitizer.clean(self.completion_note)
+            self.move(Stage.completed, Status.completed, diagnosis=note)
+
+    def _entering(self, stage: StageDef[Drive]) -> None:
+        entered = Stage(stage.name)
+        # A gate stage shows up only when it pauses: the job waits there, it never runs there.
+        if self.job.stage is not entered and entered is not Stage.awaiting_review:
+            self.move(entered)
 
     def _still_ours(self) -> bool:
         job = self.refresh()
@@ -141,27 +174,3 @@ class Drive:
     def _halt(self, diagnosis: str) -> None:
         with contextlib.suppress(LeaseLost):
             self.stop(Status.blocked, diagnosis)
-
-
-@dataclass
-class StageAttempt:
-    """An open stage run: accepted only with evidence, or failed with it."""
-
-    drive: Drive
-    run_id: int
-
-    def accept(self, content_id: str | None, evidence: dict[str, Any]) -> None:
-        self._finish("accepted", content_id, evidence)
-
-    def reject(self, content_id: str | None, evidence: dict[str, Any]) -> None:
-        self._finish("failed", content_id, evidence)
-
-    def pause(self, evidence: dict[str, Any]) -> None:
-        """Neither accepted nor failed: the stage waits for a person (a gate) to go on."""
-        self._finish("paused", None, evidence)
-
-    def _finish(self, status: str, content_id: str | None, evidence: dict[str, Any]) -> None:
-        with self.drive.fenced() as conn:
-            stage_runs.finish(
-                conn, self.run_id, status=status, content_id=content_id, evidence=evidence
-            )

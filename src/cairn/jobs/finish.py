@@ -1,26 +1,45 @@
-"""After the agent: verify, commit and summarize, then wait at the integration gate."""
+"""After the agent: verify, commit and summarize, then the integration gate (engine stages)."""
 
 from __future__ import annotations
 
+import re
+
+from cairn.engine import (
+    Evidence,
+    Expect,
+    Measurement,
+    Pause,
+    Result,
+    RunRecord,
+    StageDef,
+    StageFailed,
+    digest,
+)
 from cairn.jobs.drive import Drive
 from cairn.sanitize import SUMMARY_LIMIT
-from cairn.stages import Stage, Status
-from cairn.store import stage_runs
+from cairn.stages import Gate, Stage, Verdict
+from cairn.store import decisions, stage_runs
 from cairn.workspace.commands import CommandResult, run_in_workspace
 
 VERIFY_TIMEOUT_SECONDS = 1800
 _OUTPUT_TAIL_LINES = 15
+_PYTEST_COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed)")
+_PYTEST_COLLECTED = re.compile(r"collected (\d+) items?")
+_JEST_TOTAL = re.compile(r"Tests:.*?(\d+) total")
+_JEST_DONE = re.compile(r"Tests:.*?(\d+) passed")
 
 
-def verifying(drive: Drive) -> None:
+def _verified(tree: str, command: str | None, exit_status: int | None) -> str:
+    return digest({"tree": tree, "command": command, "exit_status": exit_status})
+
+
+def _verify(drive: Drive) -> Result:
     """Run the room's verify command against the result; a failure ends the job, with why."""
     command = drive.room.verify_command
     tree = drive.worktree.content_id()
-    attempt = drive.attempt(Stage.verifying, {"tree": tree, "command": command})
     if not command:
-        attempt.accept(tree, {"verify": "no verify command"})
-        drive.move(Stage.summarizing)
-        return
+        noted = Measurement("verified", "no verify command")
+        return Result(_verified(tree, None, None), Evidence.of(noted, Measurement("tree", tree)))
     result = run_in_workspace(
         command,
         drive.worktree.path,
@@ -28,15 +47,37 @@ def verifying(drive: Drive) -> None:
         should_stop=drive.stop_requested,
         allow_unsandboxed=drive.allow_unsandboxed,
     )
-    after = drive.worktree.content_id()
-    evidence = {"exit_status": result.exit_code}
-    problem = _verify_problem(result, changed=after != tree)
+    evidence = Evidence.of(
+        Measurement("verified", "verify command"),
+        Measurement("exit_status", result.exit_code, Expect.equals, 0),
+        Measurement("sandboxed", result.sandboxed),
+        Measurement("tree", tree),
+        *_test_counts(command, result.output),
+    )
+    problem = _verify_problem(result, changed=drive.worktree.content_id() != tree)
     if problem:
-        attempt.reject(after, evidence)
-        drive.stop(Status.failed, problem)
-        return
-    attempt.accept(tree, evidence)
-    drive.move(Stage.summarizing)
+        raise StageFailed(problem, evidence)
+    return Result(_verified(tree, command, 0), evidence)
+
+
+def _test_counts(command: str, output: str) -> list[Measurement]:
+    """Tests run vs collected, where the verify command is pytest or npm test and says so."""
+    if "pytest" in command:
+        counts = {kind.rstrip("s"): int(n) for n, kind in _PYTEST_COUNT.findall(output)}
+        ran = sum(counts.values())
+        collected = _PYTEST_COLLECTED.search(output)
+        total = int(collected.group(1)) if collected else None
+    elif "npm test" in command or "jest" in command:
+        done, total_match = _JEST_DONE.search(output), _JEST_TOTAL.search(output)
+        ran, total = (
+            (int(done.group(1)) if done else 0),
+            (int(total_match.group(1)) if total_match else None),
+        )
+    else:
+        return []
+    if total is None:
+        return [Measurement("tests_run", ran)]
+    return [Measurement("tests_run", ran, Expect.all_of, total, "collected")]
 
 
 def _verify_problem(result: CommandResult, *, changed: bool) -> str | None:
@@ -57,37 +98,95 @@ def _verify_problem(result: CommandResult, *, changed: bool) -> str | None:
     return None
 
 
-def summarizing(drive: Drive) -> None:
+def _verify_now(drive: Drive, prior: RunRecord) -> str:
+    exit_status = prior.evidence.get("exit_status") if prior.evidence else None
+    return _verified(drive.worktree.content_id(), drive.room.verify_command, exit_status)
+
+
+def _summarize(drive: Drive) -> Result:
     """Commit the verified result to the job branch and write the summary the reviewer reads."""
     baseline = drive.job.baseline or ""
     tree = drive.worktree.content_id()
-    attempt = drive.attempt(Stage.summarizing, {"tree": tree, "baseline": baseline})
     with drive.store.begin() as conn:
         verified = stage_runs.last_accepted(conn, drive.job.id, Stage.verifying)
         agent = stage_runs.last_accepted(conn, drive.job.id, Stage.running_agent)
-    if verified is None or verified.content_id != tree:
-        attempt.reject(tree, {"verified_tree": verified.content_id if verified else None})
-        drive.stop(Status.failed, "the workspace changed after verification; nothing was delivered")
-        return
+        mark = max((d.id for d in decisions.for_job(conn, drive.job.id)), default=0)
+    if verified is None or (verified.evidence or {}).get("tree", {}).get("value") != tree:
+        raise StageFailed("the workspace changed after verification; nothing was delivered")
     with drive.mirror.lock():
         commit = drive.worktree.commit(
             baseline, f"{drive.job.branch}: {_first_line(drive.request.text)}"
         )
-    told = (agent.evidence or {}).get("agent_summary") if agent else None
+    told = ((agent.evidence or {}).get("agent_summary") or {}).get("value") if agent else None
+    diffstat = drive.worktree.diffstat(baseline)
     summary = drive.sanitizer.clean(
-        f"{told or 'The agent did not write a summary.'}\n\n{drive.worktree.diffstat(baseline)}",
-        SUMMARY_LIMIT,
+        f"{told or 'The agent did not write a summary.'}\n\n{diffstat}", SUMMARY_LIMIT
     )
     changed = drive.worktree.changed_files(baseline)
-    attempt.accept(tree, {"files_changed": len(changed), "commit": commit})
-    drive.move(Stage.awaiting_review, Status.waiting, summary=summary, result_fingerprint=tree)
+    listed = sum(
+        1 for path in changed if path in diffstat or f"/{path.rsplit('/', 1)[-1]}" in diffstat
+    )
+    drive.record(summary=summary, result_fingerprint=tree)
+    return Result(
+        commit,
+        Evidence.of(
+            Measurement("files_summarized", listed, Expect.all_of, len(changed)),
+            Measurement("commit", commit),
+            # The integration gate accepts only a decision made after this summary was written.
+            Measurement("decision_mark", mark),
+        ),
+    )
 
 
-def review_approved(drive: Drive) -> None:
-    """The integration gate approved the result; delivery is the runner's work."""
-    drive.move(Stage.delivering)
+def _summary_now(drive: Drive, prior: RunRecord) -> str | None:
+    head_tree = drive.worktree.git("rev-parse", f"{prior.content_id}^{{tree}}")
+    on_branch = drive.worktree.head() == prior.content_id
+    return prior.content_id if on_branch and head_tree == drive.worktree.content_id() else None
+
+
+def _review(drive: Drive) -> Result:
+    """The integration gate: an approval made after this result was summarized, or a pause."""
+    with drive.store.begin() as conn:
+        summarized = stage_runs.last_accepted(conn, drive.job.id, Stage.summarizing)
+        made = decisions.for_job(conn, drive.job.id)
+    mark = (
+        ((summarized.evidence or {}).get("decision_mark") or {}).get("value", 0)
+        if summarized
+        else 0
+    )
+    later = [d for d in made if d.gate == Gate.integration and d.id > mark]
+    if not later or later[-1].verdict != Verdict.approved:
+        raise Pause(Stage.awaiting_review.value)
+    decision = later[-1]
+    return Result(
+        digest({"decision": decision.id, "commit": summarized.content_id if summarized else None}),
+        Evidence.of(
+            Measurement("approved_by", decision.actor), Measurement("decision", decision.id)
+        ),
+    )
 
 
 def _first_line(text: str) -> str:
     line = text.strip().splitlines()[0] if text.strip() else "job"
     return line[:72]
+
+
+VERIFY: StageDef[Drive] = StageDef(
+    name=Stage.verifying.value,
+    run=_verify,
+    inputs=lambda drive: {"command": drive.room.verify_command},
+    required=("verified", "tree"),
+    content_now=_verify_now,
+)
+SUMMARY: StageDef[Drive] = StageDef(
+    name=Stage.summarizing.value,
+    run=_summarize,
+    required=("files_summarized", "commit"),
+    content_now=_summary_now,
+)
+REVIEW: StageDef[Drive] = StageDef(
+    name=Stage.awaiting_review.value,
+    run=_review,
+    required=("approved_by",),
+    content_now=lambda drive, prior: prior.content_id,
+)

@@ -1,58 +1,103 @@
-"""Preparing a job: the baseline, the job's own worktree, its dependencies."""
+"""Preparing a job: the baseline, the job's own worktree, its dependencies (engine stages)."""
 
 from __future__ import annotations
 
+from cairn.engine import Evidence, Expect, Measurement, Result, RunRecord, StageDef, digest
 from cairn.errors import WorkspaceError
-from cairn.jobs.drive import Drive
-from cairn.stages import Stage, Status
+from cairn.jobs.drive import Blocked, Drive
+from cairn.stages import Stage
 from cairn.workspace.mirror import checkout_changes
 
 
-def preparing_baseline(drive: Drive) -> None:
-    """Fetch the authoritative base branch; never clean someone's uncommitted work."""
+def _baseline(drive: Drive) -> Result:
+    """Fetch the authoritative base branch now; never clean someone's uncommitted work."""
     room = drive.room
-    attempt = drive.attempt(
-        Stage.preparing_baseline, {"repo": room.repo, "branch": room.base_branch}
-    )
     changes = checkout_changes(room.repo, room.base_branch)
     if changes:
-        attempt.reject(None, {"uncommitted_paths": len(changes)})
-        drive.stop(Status.blocked, _dirty_diagnosis(room.base_branch, changes))
-        return
+        shown = ", ".join(changes[:5]) + (
+            f" and {len(changes) - 5} more" if len(changes) > 5 else ""
+        )
+        raise Blocked(
+            f"the repository's checkout of {room.base_branch} has uncommitted changes ({shown}); "
+            "cairn did not touch them. Commit or stash them, then run "
+            f"`cairn resume {drive.job.id}`",
+            Evidence.of(Measurement("uncommitted_paths", len(changes))),
+        )
     try:
         with drive.mirror.lock():
             baseline = drive.mirror.fetch_baseline()
     except WorkspaceError as exc:
-        attempt.reject(None, {"fetched": False})
-        drive.stop(Status.blocked, f"{exc}; fix the room's repository and run `cairn resume`")
-        return
-    attempt.accept(baseline, {"fetched": True, "baseline": baseline})
-    drive.move(Stage.preparing_workspace, baseline=baseline)
-
-
-def _dirty_diagnosis(branch: str, changes: list[str]) -> str:
-    shown = ", ".join(changes[:5]) + (f" and {len(changes) - 5} more" if len(changes) > 5 else "")
-    return (
-        f"the repository's checkout of {branch} has uncommitted changes ({shown}); cairn "
-        "did not touch them. Commit or stash them, then run `cairn resume`"
+        raise Blocked(
+            f"{exc}; fix the room's repository, then run `cairn resume {drive.job.id}`"
+        ) from exc
+    drive.record(baseline=baseline)
+    return Result(
+        baseline,
+        Evidence.of(
+            Measurement("fetched", True, Expect.equals, True), Measurement("baseline", baseline)
+        ),
     )
 
 
-def preparing_workspace(drive: Drive) -> None:
+def _baseline_now(drive: Drive, prior: RunRecord) -> str | None:
+    """The recorded baseline stands while the job names it and the mirror still holds it."""
+    if drive.job.baseline != prior.content_id or prior.content_id is None:
+        return None
+    try:
+        drive.mirror.git("cat-file", "-e", f"{prior.content_id}^{{commit}}")
+    except WorkspaceError:
+        return None
+    return prior.content_id
+
+
+def _workspace_identity(drive: Drive) -> str:
+    return digest({"branch": drive.job.branch, "baseline": drive.job.baseline})
+
+
+def _workspace(drive: Drive) -> Result:
     """Create (or, on resume, reuse untouched) the job's own worktree at the baseline."""
-    baseline = drive.job.baseline
-    assert baseline is not None, "the baseline stage records it"
-    attempt = drive.attempt(
-        Stage.preparing_workspace, {"baseline": baseline, "branch": drive.job.branch}
-    )
+    assert drive.job.baseline is not None, "the baseline stage records it"
     with drive.mirror.lock():
-        drive.worktree.ensure(baseline)
-    attempt.accept(drive.worktree.content_id(), {"worktree": "ready"})
-    drive.move(Stage.preparing_dependencies)
+        drive.worktree.ensure(drive.job.baseline)
+    return Result(
+        _workspace_identity(drive),
+        Evidence.of(Measurement("worktree_valid", drive.worktree.is_valid(), Expect.equals, True)),
+    )
 
 
-def preparing_dependencies(drive: Drive) -> None:
-    """No dependency inputs are materialized yet; the stage records that it found none to do."""
-    attempt = drive.attempt(Stage.preparing_dependencies, {"tree": drive.worktree.content_id()})
-    attempt.accept(None, {"packages_materialized": 0, "packages_locked": 0})
-    drive.move(Stage.running_agent)
+def _workspace_now(drive: Drive, prior: RunRecord) -> str | None:
+    # The workspace stage's product is "this job's worktree, rooted at its baseline"; the
+    # files in it are the agent stage's product and are checked there.
+    return _workspace_identity(drive) if drive.worktree.is_valid() else None
+
+
+_NO_DEPENDENCIES = digest({"dependency_inputs": []})
+
+
+def _dependencies(drive: Drive) -> Result:
+    """No dependency inputs are materialized yet: the stage records that there were none."""
+    return Result(
+        _NO_DEPENDENCIES, Evidence.of(Measurement("packages_materialized", 0, Expect.all_of, 0))
+    )
+
+
+BASELINE: StageDef[Drive] = StageDef(
+    name=Stage.preparing_baseline.value,
+    run=_baseline,
+    inputs=lambda drive: {"repo": drive.room.repo, "branch": drive.room.base_branch},
+    required=("fetched",),
+    content_now=_baseline_now,
+)
+WORKSPACE: StageDef[Drive] = StageDef(
+    name=Stage.preparing_workspace.value,
+    run=_workspace,
+    inputs=lambda drive: {"branch": drive.job.branch},
+    required=("worktree_valid",),
+    content_now=_workspace_now,
+)
+DEPENDENCIES: StageDef[Drive] = StageDef(
+    name=Stage.preparing_dependencies.value,
+    run=_dependencies,
+    required=("packages_materialized",),
+    content_now=lambda drive, prior: _NO_DEPENDENCIES,
+)

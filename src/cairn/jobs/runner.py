@@ -13,8 +13,9 @@ import uuid
 import sqlalchemy as sa
 
 from cairn.config import Config
+from cairn.engine import NO_FAULTS, Faults
 from cairn.jobs.drive import Drive, ProgressCallback
-from cairn.jobs.workflow import HANDLERS
+from cairn.jobs.workflow import CODE_JOB, RUN_GATE
 from cairn.stages import Status
 from cairn.store import Store, leases
 from cairn.store.records import Job
@@ -39,8 +40,10 @@ class Runner:
         *,
         runner_id: str | None = None,
         on_progress: ProgressCallback | None = None,
+        faults: Faults = NO_FAULTS,
     ) -> None:
         self.store = store
+        self.faults = faults
         self.config = config
         self.runner_id = runner_id or new_runner_id()
         self.on_progress = on_progress
@@ -71,8 +74,9 @@ class Runner:
                 job,
                 on_progress=self.on_progress,
                 stop_requested=lost.is_set,
+                faults=self.faults,
             )
-            return drive.run(HANDLERS)
+            return drive.run(RUN_GATE, CODE_JOB)
         except KeyboardInterrupt:
             # Stopped by its operator: hand the job back now rather than when the lease expires.
             with contextlib.suppress(Exception), self.store.begin() as conn:

@@ -108,6 +108,8 @@ def _stage_run(run: stage_runs.StageRun) -> dict[str, Any]:
         "recipe_id": run.recipe_id,
         "content_id": run.content_id,
         "evidence": run.evidence,
+        # Taken from a drive's snapshot (at least once) instead of being run again.
+        "reused": run.reused_at is not None,
     }
 
 

@@ -1,22 +1,22 @@
-"""The code-job workflow: which handler moves a runnable job on from each stage."""
+"""The code-job workflow: the run gate, then the engine's stages in order."""
 
 from __future__ import annotations
 
-from cairn.jobs import agent_turns, deliver, finish, prepare, run_gate
-from cairn.jobs.drive import Handler
+from cairn.engine import Workflow
+from cairn.jobs import run_gate
+from cairn.jobs.agent_turns import AGENT
+from cairn.jobs.deliver import DELIVER
+from cairn.jobs.drive import Drive, Handler
+from cairn.jobs.finish import REVIEW, SUMMARY, VERIFY
+from cairn.jobs.prepare import BASELINE, DEPENDENCIES, WORKSPACE
 from cairn.stages import Stage
 
-HANDLERS: dict[Stage, Handler] = {
+RUN_GATE: dict[Stage, Handler] = {
     Stage.queued: run_gate.queued,
     Stage.awaiting_run_approval: run_gate.run_approved,
-    Stage.preparing_baseline: prepare.preparing_baseline,
-    Stage.preparing_workspace: prepare.preparing_workspace,
-    Stage.preparing_dependencies: prepare.preparing_dependencies,
-    Stage.running_agent: agent_turns.running_agent,
-    Stage.awaiting_dependency_approval: agent_turns.dependency_decided,
-    Stage.installing_dependency: agent_turns.installing_dependency,
-    Stage.verifying: finish.verifying,
-    Stage.summarizing: finish.summarizing,
-    Stage.awaiting_review: finish.review_approved,
-    Stage.delivering: deliver.delivering,
 }
+
+CODE_JOB: Workflow[Drive] = Workflow(
+    "code-job",
+    (BASELINE, WORKSPACE, DEPENDENCIES, AGENT, VERIFY, SUMMARY, REVIEW, DELIVER),
+)

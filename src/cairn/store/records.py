@@ -109,6 +109,7 @@ class StageRun(Record):
     fencing_token: int
     started_at: datetime
     ended_at: datetime | None
+    reused_at: datetime | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -152,6 +152,7 @@ stage_runs = sa.Table(
     sa.Column("fencing_token", sa.Integer, nullable=False),
     sa.Column("started_at", UTCDateTime, nullable=False),
     sa.Column("ended_at", UTCDateTime),
+    sa.Column("reused_at", UTCDateTime),
 )
 
 # Append-only and hash-chained: nothing updates or deletes a row.

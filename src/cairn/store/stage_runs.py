@@ -89,3 +89,8 @@ def last_accepted(conn: sa.Connection, job_id: int, stage: str) -> StageRun | No
         .limit(1)
     ).first()
     return StageRun.from_row(row) if row else None
+
+
+def mark_reused(conn: sa.Connection, run_id: int) -> None:
+    """Record that a drive took this accepted run from its snapshot instead of running it."""
+    conn.execute(sa.update(stage_runs).where(stage_runs.c.id == run_id).values(reused_at=utcnow()))

@@ -190,6 +190,7 @@ def upgrade() -> None:
         sa.Column("fencing_token", sa.Integer(), nullable=False),
         sa.Column("started_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("ended_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("reused_at", sa.DateTime(timezone=True), nullable=True),
         sa.ForeignKeyConstraint(["job_id"], ["jobs.id"], name=op.f("fk_stage_runs_job_id_jobs")),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_stage_runs")),
     )

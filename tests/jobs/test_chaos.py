@@ -1,0 +1,177 @@
+"""Chaos: runners killed at random fault points, restarted, until every job is done.
+
+Each seed gets its own home, store and repository. Jobs ask for a dependency, write their own
+file, pass verification, and are delivered. A person approves whatever waits at a gate
+between runner processes. The outcome must match an unkilled run exactly.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cairn.agents.registry import load_agent_spec
+from cairn.config import Config
+from cairn.engine import Evidence
+from cairn.jobs import gates
+from cairn.jobs.runner import Runner
+from cairn.jobs.submit import submit_job
+from cairn.sanitize import user_sanitizer
+from cairn.stages import Status
+from cairn.store import Store, contexts, decisions, identity, stage_runs
+from cairn.store import jobs as job_ledger
+from cairn.store.rooms import create_room
+from cairn.testing.repos import make_sample_repo
+
+JOBS_PER_SEED = 7
+SEEDS = ("alpha", "bravo", "charlie")
+CHANCE = "0.04"
+CAIRN = Path(sys.executable).parent / "cairn"
+
+
+def _script(n: int) -> str:
+    return f"""
+steps:
+  - write: {{path: jobs/job-{n}.txt, content: "work of job {n}\\n"}}
+  - request_dependency: {{ecosystem: pypi, name: pkg-{n}, version: "1.0.{n}", reason: "job {n}"}}
+  - append: {{path: jobs/job-{n}.txt, content: "after approval {n}\\n"}}
+  - run: "test -s jobs/job-{n}.txt"
+  - finish: {{summary: "job {n} wrote its file"}}
+"""
+
+
+def _install(home: Path, tmp: Path) -> tuple[Store, Config, Path]:
+    config = Config(home=home, lease_seconds=0.6)
+    repo = make_sample_repo(tmp / "repo")
+    subprocess.run(["git", "config", "core.logAllRefUpdates", "always"], cwd=repo, check=True)
+    store = Store.open(config.store_url, create=True)
+    with store.begin() as conn:
+        group = identity.add_group(conn, "default", {"run_approval": "auto"})
+        for name, role in (("admin", "admin"), ("alice", "member")):
+            identity.set_membership(conn, group.id, identity.add_user(conn, name).id, role)
+        create_room(
+            conn,
+            name="chaos",
+            group_id=group.id,
+            repo=str(repo),
+            base_branch="main",
+            verify_command="test -d jobs",
+            scope={"unsandboxed_commands": True},
+        )
+    for n in range(1, JOBS_PER_SEED + 1):
+        script = tmp / f"job-{n}.yaml"
+        script.write_text(_script(n))
+        with store.begin() as conn:
+            submit_job(
+                conn,
+                room="chaos",
+                text=f"job {n}",
+                agent=load_agent_spec(f"script:{script}"),
+                actor="alice",
+                sanitizer=user_sanitizer(config),
+            )
+    return store, config, repo
+
+
+def _approve_waiting(store: Store) -> None:
+    with store.begin() as conn:
+        waiting = [j.id for j in job_ledger.list_jobs(conn) if j.status is Status.waiting]
+    for job_id in waiting:
+        with store.begin() as conn:
+            gates.approve(conn, job_id, "admin")
+
+
+def _all_ended(store: Store) -> bool:
+    with store.begin() as conn:
+        return all(j.status.is_terminal for j in job_ledger.list_jobs(conn))
+
+
+def _run_killed(store: Store, home: Path, seed: str) -> int:
+    """Run `cairn work` processes under random crash faults until every job ended."""
+    kills = 0
+    for restart in range(300):
+        env = os.environ | {
+            "CAIRN_HOME": str(home),
+            "CAIRN_LEASE_SECONDS": "0.6",
+            "CAIRN_FAULTS": f"crash:random:{CHANCE}:{seed}-{restart}",
+        }
+        env.pop("CAIRN_DATABASE_URL", None)
+        done = subprocess.run(
+            [str(CAIRN), "work", "--until-idle"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode in (0, 137), done.stderr
+        kills += done.returncode == 137
+        _approve_waiting(store)
+        if _all_ended(store):
+            return kills
+    pytest.fail(f"seed {seed}: jobs were still open after 300 runner processes")
+
+
+def _run_unkilled(store: Store, config: Config) -> None:
+    while not _all_ended(store):
+        Runner(store, config).work(until_idle=True)
+        _approve_waiting(store)
+
+
+def _reflog_count(repo: Path, ref: str) -> int:
+    out = subprocess.run(
+        ["git", "reflog", "show", "--format=%H", ref],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return len(out.split())
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_killed_runners_finish_every_job_exactly_once(tmp_path: Path, seed: str) -> None:
+    calm_store, calm_config, _ = _install(tmp_path / "calm-home", tmp_path / "calm")
+    _run_unkilled(calm_store, calm_config)
+    store, _, repo = _install(tmp_path / "home", tmp_path / "chaos")
+    try:
+        kills = _run_killed(store, tmp_path / "home", seed)
+        with calm_store.begin() as calm, store.begin() as conn:
+            expected = [(j.id, j.status, j.stage) for j in job_ledger.list_jobs(calm)]
+            got = [(j.id, j.status, j.stage) for j in job_ledger.list_jobs(conn)]
+            assert got == expected and {s for _, s, _ in got} == {Status.completed}
+            _assert_ledgers_hold(conn)
+        assert kills > 0, "the seed never crashed a runner; the test proved nothing"
+        assert _reflog_count(repo, "refs/heads/main") == 1 + JOBS_PER_SEED  # one merge each
+        for n in range(1, JOBS_PER_SEED + 1):
+            assert _reflog_count(repo, f"refs/heads/cairn/job-{n}") == 1  # one push each
+            text = subprocess.run(
+                ["git", "show", f"main:jobs/job-{n}.txt"],
+                cwd=repo,
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+            assert text == f"work of job {n}\nafter approval {n}\n"
+    finally:
+        store.close()
+        calm_store.close()
+
+
+def _assert_ledgers_hold(conn) -> None:
+    for job in job_ledger.list_jobs(conn):
+        state = contexts.load(conn, job.id)
+        assert state is not None
+        seen = " ".join(state["agent"].get("notes_seen", []))
+        assert f"pkg-{job.id}==" in seen, "the job heard its own dependency decision"
+        others = [f"pkg-{n}==" for n in range(1, JOBS_PER_SEED + 1) if n != job.id]
+        assert not any(other in seen for other in others), "a job saw another job's context"
+        for run in stage_runs.for_job(conn, job.id):
+            if run.status == "accepted":
+                assert run.evidence is not None and run.content_id
+                held = Evidence.from_data(run.evidence)
+                assert held.shortfalls([]) == [], f"{run.stage} accepted with short evidence"
+    assert decisions.verify_chain(conn).ok

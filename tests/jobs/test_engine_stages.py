@@ -1,0 +1,104 @@
+"""The code-job workflow on the stage engine: staleness, cascades, unreadable records, show."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from cairn.stages import Stage, Status
+from cairn.store.schema import rooms, stage_runs
+
+from .conftest import Cairn
+
+SCRIPT = """
+steps:
+  - write: {path: notes.txt, content: "first draft\\n"}
+  - finish: {summary: wrote notes}
+"""
+
+
+def _waiting_for_review(cairn: Cairn) -> int:
+    job = cairn.submit(SCRIPT)
+    cairn.work()
+    assert cairn.job(job.id).stage is Stage.awaiting_review
+    return job.id
+
+
+def _runs(cairn: Cairn, job_id: int, name: str) -> list[dict]:
+    return [s for s in cairn.detail(job_id)["stages"] if s["name"] == name]
+
+
+def test_show_reports_recipe_content_evidence_reuse_and_attempt(cairn: Cairn) -> None:
+    job_id = _waiting_for_review(cairn)
+    cairn.approve(job_id)
+    cairn.work()
+    stages = cairn.detail(job_id)["stages"]
+    assert {"recipe_id", "content_id", "evidence", "reused", "attempt"} <= set(stages[0])
+    reused = {s["name"] for s in stages if s["reused"]}
+    assert reused == {
+        "preparing_baseline",
+        "preparing_workspace",
+        "preparing_dependencies",
+        "running_agent",
+        "verifying",
+        "summarizing",
+    }
+    agent = _runs(cairn, job_id, "running_agent")[-1]
+    assert agent["evidence"]["files_changed"] == {
+        "value": 1,
+        "expect": "at_least",
+        "target": 1,
+        "unit": "",
+    }
+
+
+def test_an_equal_size_edit_of_a_workspace_file_makes_the_agent_stage_stale(cairn: Cairn) -> None:
+    job_id = _waiting_for_review(cairn)
+    before = cairn.detail(job_id)
+    workspace = cairn.config.workspace_path(cairn.store.installation_id, job_id)
+    notes = workspace / "notes.txt"
+    edited = notes.read_bytes().replace(b"first", b"FIRST")
+    assert len(edited) == notes.stat().st_size
+    notes.write_bytes(edited)
+    cairn.approve(job_id)
+    cairn.work()
+    after = cairn.detail(job_id)
+    assert [r["status"] for r in _runs(cairn, job_id, "running_agent")] == ["accepted", "accepted"]
+    assert after["result_fingerprint"] != before["result_fingerprint"]
+    # The approval was for the old result: the new one waits for its own review.
+    assert (after["stage"], after["status"]) == ("awaiting_review", "waiting")
+    assert after["effects"] == []
+
+
+def test_a_changed_verify_command_reruns_verify_and_after_but_not_the_agent(cairn: Cairn) -> None:
+    job_id = _waiting_for_review(cairn)
+    with cairn.store.begin() as conn:
+        conn.execute(sa.update(rooms).values(verify_command="test -s notes.txt"))
+    cairn.approve(job_id)
+    cairn.work()
+    agent = _runs(cairn, job_id, "running_agent")
+    verify = _runs(cairn, job_id, "verifying")
+    summary = _runs(cairn, job_id, "summarizing")
+    assert [r["status"] for r in agent] == ["accepted"] and agent[0]["reused"]
+    assert [r["status"] for r in verify] == ["accepted", "accepted"]
+    assert verify[0]["recipe_id"] != verify[1]["recipe_id"]
+    assert verify[1]["evidence"]["exit_status"]["value"] == 0
+    assert len(summary) == 2
+    assert cairn.job(job_id).stage is Stage.awaiting_review
+
+
+def test_a_corrupted_stage_run_is_run_again_not_blocked(cairn: Cairn) -> None:
+    job_id = _waiting_for_review(cairn)
+    with cairn.store.begin() as conn:
+        conn.execute(
+            sa.update(stage_runs)
+            .where(stage_runs.c.job_id == job_id, stage_runs.c.stage == "preparing_workspace")
+            .values(evidence={"worktree_valid": {"value": True, "expect": "no-such-check"}})
+        )
+    cairn.approve(job_id)
+    cairn.work()
+    workspace = _runs(cairn, job_id, "preparing_workspace")
+    assert [r["status"] for r in workspace] == ["accepted", "accepted"]
+    assert not workspace[1]["reused"]
+    finished = cairn.job(job_id)
+    assert (finished.stage, finished.status) == (Stage.completed, Status.completed)
+    assert _runs(cairn, job_id, "running_agent")[0]["reused"], "the agent's result was kept"
