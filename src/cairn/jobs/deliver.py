@@ -23,7 +23,7 @@ from cairn.workspace import delivery
 def _deliver(drive: Drive) -> Result:
     """Push, then merge; the job completes with a note when the merge is left to a person."""
     sha = reviewed_commit(drive)
-    effects = StoreEffects(drive)
+    effects = StoreEffects(drive.store, drive.job.id, drive.token)
     try:
         pushed = perform(
             effects,

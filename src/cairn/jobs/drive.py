@@ -143,7 +143,9 @@ class Drive:
     def _drive_workflow(self, workflow: Workflow[Drive]) -> None:
         """One pass of the workflow, its reuse decided from one snapshot taken now."""
         engine: Engine[Drive] = Engine.starting(
-            StoreLedger(self), faults=self.faults, on_start=self._entering
+            StoreLedger(self.store, self.job.id, self.token),
+            faults=self.faults,
+            on_start=self._entering,
         )
         report = engine.drive(workflow, self)
         if report.paused_at is not None:

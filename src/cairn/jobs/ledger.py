@@ -1,26 +1,23 @@
-"""The engine's ledgers for a code job: stage_runs and effects, every write fenced."""
+"""The engine's ledgers in cairn's store: stage_runs and effects of one job, every write fenced."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cairn.engine import EffectState, Evidence, RunRecord, RunStatus
-from cairn.store import effects, stage_runs
-
-if TYPE_CHECKING:
-    from cairn.jobs.drive import Drive
+from cairn.store import Store, effects, stage_runs
 
 
 class StoreLedger:
-    """The job's stage runs, recorded under the runner's fencing token."""
+    """A job's stage runs, written only while `fencing_token` is the job's current token."""
 
-    def __init__(self, drive: Drive) -> None:
-        self.drive = drive
+    def __init__(self, store: Store, job_id: int, fencing_token: int) -> None:
+        self.store, self.job_id, self.token = store, job_id, fencing_token
 
     def runs(self) -> Iterator[dict[str, Any]]:
-        with self.drive.store.begin() as conn:
-            rows = stage_runs.for_job(conn, self.drive.job.id)
+        with self.store.begin() as conn:
+            rows = stage_runs.for_job(conn, self.job_id)
         for run in rows:
             yield {
                 "id": run.id,
@@ -33,32 +30,32 @@ class StoreLedger:
             }
 
     def start(self, stage: str, recipe_id: str) -> int:
-        with self.drive.fenced() as conn:
-            return stage_runs.start(conn, self.drive.job.id, stage, recipe_id, self.drive.token).id
+        with self.store.fenced(self.job_id, self.token) as conn:
+            return stage_runs.start(conn, self.job_id, stage, recipe_id, self.token).id
 
     def finish(
         self, run: int, status: RunStatus, content_id: str | None, evidence: Evidence | None
     ) -> None:
         data = evidence.to_data() if evidence is not None else None
-        with self.drive.fenced() as conn:
+        with self.store.fenced(self.job_id, self.token) as conn:
             stage_runs.finish(conn, run, status=status.value, content_id=content_id, evidence=data)
 
     def mark_reused(self, record: RunRecord) -> None:
-        with self.drive.fenced() as conn:
+        with self.store.fenced(self.job_id, self.token) as conn:
             stage_runs.mark_reused(conn, record.ref)
 
 
 class StoreEffects:
-    """The job's effects, recorded under the runner's fencing token."""
+    """A job's effects, written only while `fencing_token` is the job's current token."""
 
-    def __init__(self, drive: Drive) -> None:
-        self.drive = drive
+    def __init__(self, store: Store, job_id: int, fencing_token: int) -> None:
+        self.store, self.job_id, self.token = store, job_id, fencing_token
 
     def begin(self, kind: str, key: str) -> EffectState:
-        with self.drive.fenced() as conn:
-            effect = effects.begin(conn, self.drive.job.id, kind, key)
+        with self.store.fenced(self.job_id, self.token) as conn:
+            effect = effects.begin(conn, self.job_id, kind, key)
         return EffectState(effect.status, effect.external_ref)
 
     def done(self, key: str, external_ref: str | None, status: str = effects.DONE) -> None:
-        with self.drive.fenced() as conn:
+        with self.store.fenced(self.job_id, self.token) as conn:
             effects.mark(conn, key, status, external_ref)
