@@ -102,3 +102,28 @@ def test_a_corrupted_stage_run_is_run_again_not_blocked(cairn: Cairn) -> None:
     finished = cairn.job(job_id)
     assert (finished.stage, finished.status) == (Stage.completed, Status.completed)
     assert _runs(cairn, job_id, "running_agent")[0]["reused"], "the agent's result was kept"
+
+
+def test_verify_evidence_counts_tests_run_against_collected(cairn: Cairn) -> None:
+    with cairn.store.begin() as conn:
+        conn.execute(sa.update(rooms).values(verify_command="python -m pytest -p no:cacheprovider"))
+    job_id = _waiting_for_review(cairn)
+    verify = _runs(cairn, job_id, "verifying")[-1]
+    assert verify["evidence"]["tests_run"] == {
+        "value": 1,
+        "expect": "all_of",
+        "target": 1,
+        "unit": "collected",
+    }
+
+
+def test_an_undecidable_push_blocks_the_job_instead_of_repeating(cairn: Cairn) -> None:
+    job_id = _waiting_for_review(cairn)
+    # Someone else already has the job's branch name in the room's repository, elsewhere.
+    cairn.git("branch", f"cairn/job-{job_id}", "main")
+    cairn.approve(job_id)
+    cairn.work()
+    blocked = cairn.detail(job_id)
+    assert blocked["status"] == "blocked" and "will not overwrite" in blocked["diagnosis"]
+    assert [(e["kind"], e["status"]) for e in blocked["effects"]] == [("push", "intended")]
+    assert cairn.git("rev-parse", f"cairn/job-{job_id}") == cairn.git("rev-parse", "main")

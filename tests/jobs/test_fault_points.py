@@ -1,0 +1,70 @@
+"""Named crash points through the real runner process: each ends in the same delivered job."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cairn.stages import Status
+
+from .conftest import Cairn
+
+CAIRN = Path(sys.executable).parent / "cairn"
+SCRIPT = """
+steps:
+  - write: {path: out.txt, content: "one\\n"}
+  - append: {path: out.txt, content: "two\\n"}
+  - finish: {summary: wrote out.txt}
+"""
+
+
+def _work(cairn: Cairn, faults: str = "") -> int:
+    env = os.environ | {
+        "CAIRN_HOME": str(cairn.config.home),
+        "CAIRN_LEASE_SECONDS": "0.5",
+        "CAIRN_FAULTS": faults,
+    }
+    env["CAIRN_DATABASE_URL"] = cairn.store.engine.url.render_as_string(hide_password=False)
+    done = subprocess.run(
+        [str(CAIRN), "work", "--until-idle"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode in (0, 137), done.stderr
+    return done.returncode
+
+
+@pytest.mark.parametrize(
+    "point",
+    [
+        "crash:after_accept:running_agent",
+        "crash:before_accept:verifying",
+        "crash:after_start:summarizing",
+        "crash:after_intent:push",
+        "crash:after_effect:push",
+        "crash:after_intent:merge",
+        "crash:after_effect:merge",
+    ],
+)
+def test_a_crash_at_a_named_point_still_delivers_once(cairn: Cairn, point: str) -> None:
+    job = cairn.submit(SCRIPT)
+    before = cairn.git("rev-list", "--count", "main")
+    crashed = _work(cairn, point)
+    if cairn.job(job.id).status is Status.waiting:
+        cairn.approve(job.id)
+        crashed += _work(cairn, point)
+    assert crashed == 137, f"{point} never fired"
+    while not cairn.job(job.id).status.is_terminal:
+        if cairn.job(job.id).status is Status.waiting:
+            cairn.approve(job.id)
+        assert _work(cairn) == 0
+    done = cairn.detail(job.id)
+    assert done["status"] == "completed"
+    assert [(e["kind"], e["status"]) for e in done["effects"]] == [
+        ("push", "done"),
+        ("merge", "done"),
+    ]
+    assert cairn.git("show", "main:out.txt") == "one\ntwo"
+    assert int(cairn.git("rev-list", "--count", "main")) == int(before) + 1
