@@ -185,6 +185,25 @@ dependency_requests = sa.Table(
     _created(),
 )
 
+# Verified dependency inputs, prepared once per host: never modified once ready.
+dependency_caches = sa.Table(
+    "dependency_caches",
+    metadata,
+    _id(),
+    sa.Column("fingerprint", sa.String(64), nullable=False),
+    sa.Column("host", sa.String(255), nullable=False),
+    sa.Column("ecosystem", sa.String(16), nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("audit", sa.JSON),
+    sa.Column("package_count", sa.Integer),
+    sa.Column("size_bytes", sa.BigInteger),
+    sa.Column("content_id", sa.String(64)),
+    sa.Column("diagnosis", sa.Text),
+    _created(),
+    sa.Column("updated_at", UTCDateTime, nullable=False),
+    sa.UniqueConstraint("fingerprint", "host"),
+)
+
 effects = sa.Table(
     "effects",
     metadata,

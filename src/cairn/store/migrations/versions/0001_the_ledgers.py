@@ -36,6 +36,25 @@ def upgrade() -> None:
         sa.UniqueConstraint("name", name=op.f("uq_groups_name")),
     )
     op.create_table(
+        "dependency_caches",
+        sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
+        sa.Column("fingerprint", sa.String(length=64), nullable=False),
+        sa.Column("host", sa.String(length=255), nullable=False),
+        sa.Column("ecosystem", sa.String(length=16), nullable=False),
+        sa.Column("status", sa.String(length=16), nullable=False),
+        sa.Column("audit", sa.JSON(), nullable=True),
+        sa.Column("package_count", sa.Integer(), nullable=True),
+        sa.Column("size_bytes", sa.BigInteger(), nullable=True),
+        sa.Column("content_id", sa.String(length=64), nullable=True),
+        sa.Column("diagnosis", sa.Text(), nullable=True),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_dependency_caches")),
+        sa.UniqueConstraint(
+            "fingerprint", "host", name=op.f("uq_dependency_caches_fingerprint_host")
+        ),
+    )
+    op.create_table(
         "users",
         sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
         sa.Column("name", sa.String(length=64), nullable=False),
@@ -275,3 +294,4 @@ def downgrade() -> None:
     op.drop_table("users")
     op.drop_table("groups")
     op.drop_table("installation")
+    op.drop_table("dependency_caches")
