@@ -19,17 +19,17 @@ demo: $(STAMP)
 	$(BIN)/cairn demo
 
 test: $(STAMP)
-	$(BIN)/ruff check src tests
-	$(BIN)/ruff format --check src tests
+	$(BIN)/ruff check src tests examples benchmarks
+	$(BIN)/ruff format --check src tests examples benchmarks
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests
-	$(BIN)/ruff format --check src tests
+	$(BIN)/ruff check src tests examples benchmarks
+	$(BIN)/ruff format --check src tests examples benchmarks
 
 format: $(STAMP)
-	$(BIN)/ruff format src tests
-	$(BIN)/ruff check --fix src tests
+	$(BIN)/ruff format src tests examples benchmarks
+	$(BIN)/ruff check --fix src tests examples benchmarks
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

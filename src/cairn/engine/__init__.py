@@ -4,7 +4,7 @@ It knows nothing of code jobs, agents, git or HTTP: the code-job workflow is one
 `examples/sweep` is another.
 """
 
-from cairn.engine.driver import Engine, Report
+from cairn.engine.driver import Engine, Report, stage_recipe
 from cairn.engine.effects import EffectLedger, EffectState, MemoryEffects, Undecidable, perform
 from cairn.engine.evidence import Evidence, Expect, Measurement
 from cairn.engine.faults import NO_FAULTS, Faults
@@ -48,4 +48,5 @@ __all__ = [
     "digest",
     "perform",
     "recipe_id",
+    "stage_recipe",
 ]

@@ -21,6 +21,17 @@ from cairn.engine.workflow import (
 )
 
 
+def stage_recipe(stage: StageDef[C], ctx: C, upstream: dict[str, str | None]) -> str:
+    """The recipe identity the driver records for `stage`, given the contents before it."""
+    return recipe_id(
+        stage.name,
+        stage.inputs(ctx),
+        upstream=upstream,
+        settings=stage.settings(ctx),
+        tools=stage.tools,
+    )
+
+
 @dataclass
 class Report:
     """What one drive did: which stages it reused, which it ran, where it stopped."""
@@ -54,13 +65,7 @@ class Engine(Generic[C]):
         """Walk the stages in order; raises StageFailed when one fails, returns when done/paused."""
         report = Report()
         for stage in workflow.stages:
-            recipe = recipe_id(
-                stage.name,
-                stage.inputs(ctx),
-                upstream=report.contents,
-                settings=stage.settings(ctx),
-                tools=stage.tools,
-            )
+            recipe = stage_recipe(stage, ctx, report.contents)
             reused = self._reusable(stage, ctx, recipe)
             if reused is not None:
                 self.ledger.mark_reused(reused)
