@@ -261,3 +261,25 @@ def test_the_engine_imports_no_job_agent_git_or_api_code() -> None:
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_recipe_identities_are_stable_across_versions() -> None:
+    """A recorded recipe must keep meaning the same instructions: pin one identity."""
+    pinned = recipe_id(
+        "verifying",
+        {"command": "pytest -q"},
+        upstream={"a": "c1", "b": None},
+        settings={"n": 1},
+        tools={"git": "2.39"},
+    )
+    assert pinned == digest(
+        {
+            "stage": "verifying",
+            "inputs": {"command": "pytest -q"},
+            "upstream": [["a", "c1"], ["b", None]],
+            "settings": {"n": 1},
+            "tools": {"git": "2.39"},
+        }
+    )
+    with pytest.raises(TypeError, match="strings"):
+        recipe_id("s", {}, upstream={"a": 3})  # type: ignore[dict-item]
