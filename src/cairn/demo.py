@@ -9,6 +9,7 @@ from pathlib import Path
 
 from cairn.agents.registry import load_agent_spec
 from cairn.config import Config
+from cairn.errors import NotAllowed
 from cairn.jobs import gates
 from cairn.jobs.drive import ProgressCallback
 from cairn.jobs.runner import Runner
@@ -37,7 +38,6 @@ def run_demo(workdir: Path, narrate: Narrate, on_progress: ProgressCallback | No
     store = Store.open(config.store_url, create=True)
     try:
         _set_up(store, repo)
-        runner = Runner(store, config, on_progress=on_progress)
         narrate("alice (a member of group default) asks the scripted agent for a change:")
         narrate(f"  “{REQUEST}”")
         with store.begin() as conn:
@@ -49,35 +49,45 @@ def run_demo(workdir: Path, narrate: Narrate, on_progress: ProgressCallback | No
                 actor="alice",
                 sanitizer=user_sanitizer(config),
             )
-        runner.work(until_idle=True)
-        _decide(
-            store,
-            job.id,
-            narrate,
-            "The agent asked for pypi rich==13.7.1. admin approves exactly that version:",
-        )
-        runner.work(until_idle=True)
-        with store.begin() as conn:
-            detail = job_detail(conn, job.id)
-        narrate(
-            "The job waits at the integration gate. "
-            "The room feed still shows only the request and the stage:"
-        )
-        narrate("  " + detail["feed"].replace("\n", "\n  "))
-        narrate("The reviewer reads the summary:")
-        narrate("  " + (detail["review"] or {}).get("summary", "").replace("\n", "\n  "))
-        _decide(
-            store, job.id, narrate, "admin approves the result; the runner pushes and merges it:"
-        )
-        runner.work(until_idle=True)
+        _through_the_gates(store, Runner(store, config, on_progress=on_progress), job.id, narrate)
         return _report(store, job.id, repo, narrate)
     finally:
         store.close()
 
 
+def _through_the_gates(store: Store, runner: Runner, job_id: int, narrate: Narrate) -> None:
+    """Run gate, dependency gate, integration gate: each decided by admin, narrated."""
+    runner.work(until_idle=True)
+    narrate(
+        "Group default's policy is run_approval=admin: nothing runs until an admin other than "
+        "the requester approves. alice, a member, can see the job but not decide it:"
+    )
+    narrate("  " + _refusal(store, job_id, "alice"))
+    _decide(store, job_id, narrate, "admin approves the run; the runner prepares and starts:")
+    runner.work(until_idle=True)
+    _decide(
+        store,
+        job_id,
+        narrate,
+        "The agent asked for pypi rich==13.7.1. admin approves exactly that version:",
+    )
+    runner.work(until_idle=True)
+    with store.begin() as conn:
+        detail = job_detail(conn, job_id)
+    narrate(
+        "The job waits at the integration gate. "
+        "The room feed still shows only the request and the stage:"
+    )
+    narrate("  " + detail["feed"].replace("\n", "\n  "))
+    narrate("The reviewer reads the summary:")
+    narrate("  " + (detail["review"] or {}).get("summary", "").replace("\n", "\n  "))
+    _decide(store, job_id, narrate, "admin approves the result; the runner pushes and merges it:")
+    runner.work(until_idle=True)
+
+
 def _set_up(store: Store, repo: Path) -> None:
     with store.begin() as conn:
-        group = identity.add_group(conn, "default", {"run_approval": "auto"})
+        group = identity.add_group(conn, "default")  # the strict default policy
         for name, role in (("admin", "admin"), ("alice", "member")):
             user = identity.add_user(conn, name)
             identity.set_membership(conn, group.id, user.id, role)
@@ -95,6 +105,16 @@ def _decide(store: Store, job_id: int, narrate: Narrate, what: str) -> None:
     narrate(what)
     with store.begin() as conn:
         gates.approve(conn, job_id, "admin")
+
+
+def _refusal(store: Store, job_id: int, actor: str) -> str:
+    """What the run gate says to the requester who tries to approve their own run."""
+    try:
+        with store.begin() as conn:
+            gates.approve(conn, job_id, actor)
+    except NotAllowed as exc:
+        return f"refused: {exc}"
+    raise AssertionError("the run gate let a requester approve their own run")
 
 
 def _report(store: Store, job_id: int, repo: Path, narrate: Narrate) -> dict:

@@ -77,6 +77,8 @@ class Gate(StrEnum):
     integration = "integration"
     cancel = "cancel"
     resume = "resume"
+    policy = "policy"
+    """A group's policy changed (a decision with no job)."""
 
 
 class Verdict(StrEnum):

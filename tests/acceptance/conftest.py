@@ -8,7 +8,10 @@ cairn printed names no local path of the test (cairn's home, the repository, the
 Fixtures:
 
 - `cli`: a `Cli` whose home is already set up (`cairn init` plus member `alice`), copied from a
-  template made once per session with the real CLI, so tests pay for setup once.
+  template made once per session with the real CLI, so tests pay for setup once. Its group
+  `default` lets policy approve runs (`run_approval=auto` for interactive and scheduled jobs),
+  so a submitted job runs without a person at the run gate; tests of the run gate itself
+  (tests/authority) start from a plain `cairn init`.
 - `fresh_cli`: the same, with an empty home (for tests of `cairn init` and of errors before it).
 """
 
@@ -154,11 +157,12 @@ def _new_cli(tmp: Path, home: Path) -> Cli:
 
 @pytest.fixture(scope="session")
 def template_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A home set up once with the real CLI: `cairn init` and member `alice`."""
+    """A home set up once with the real CLI: `cairn init` (runs auto-approved), member `alice`."""
     tmp = tmp_path_factory.mktemp("template")
     home = tmp / "home"
     env = base_env(home, tmp)
-    for args in (["init"], ["user", "add", "alice"]):
+    init = ["init", "--run-approval", "auto", "--auto-kinds", "interactive,scheduled"]
+    for args in (init, ["user", "add", "alice"]):
         subprocess.run(
             [str(CAIRN), *args], env=env, check=True, capture_output=True, timeout=CALL_TIMEOUT
         )

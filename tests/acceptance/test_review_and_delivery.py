@@ -32,7 +32,7 @@ REQUEST = "Add a hello() helper with a test"
 
 def test_a_request_is_reviewed_then_pushed_and_merged(fresh_cli: Cli) -> None:
     cli = fresh_cli
-    cli("init")
+    cli("init", "--run-approval", "auto", "--auto-kinds", "interactive")
     assert "already set up" in cli("init").stdout, "a second init changes nothing"
     cli("user", "add", "alice")
     cli.room(verify="python -m pytest -q")
@@ -57,9 +57,10 @@ def test_a_request_is_reviewed_then_pushed_and_merged(fresh_cli: Cli) -> None:
         ("running_agent", "accepted"),
         ("verifying", "accepted"),
         ("summarizing", "accepted"),
+        ("awaiting_review", "paused"),
     ]
     verified = next(s for s in waiting["stages"] if s["name"] == "verifying")
-    assert verified["evidence"]["exit_status"] == 0, "the room's verify command ran and passed"
+    assert verified["evidence"]["exit_status"]["value"] == 0, "the verify command ran and passed"
     assert [(d["gate"], d["verdict"]) for d in waiting["decisions"]] == [("run", "auto")]
     assert waiting["effects"] == [], "nothing leaves cairn before the integration gate"
     summary = waiting["review"]["summary"]
@@ -118,7 +119,8 @@ def test_a_rejection_at_the_integration_gate_records_why_and_delivers_nothing(cl
         "verdict": "rejected",
         "actor": "admin",
         "reason": why,
-        "policy": None,
+        "policy": "group default: run_approval=auto(interactive,scheduled) "
+        "dependency_approval=admin integration=admin",
         "at": None,
     }
     assert rejected["effects"] == []

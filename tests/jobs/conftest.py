@@ -91,7 +91,9 @@ def cairn(store: Store, tmp_path: Path) -> Iterator[Cairn]:
     config = Config(home=tmp_path / "home", lease_seconds=2)
     repo = make_sample_repo(tmp_path / "repo")
     with store.begin() as conn:
-        group = identity.add_group(conn, "default", {"run_approval": "auto"})
+        # Runs are approved by policy here; tests/authority covers the run gate with people.
+        policy = {"run_approval": "auto", "auto_approve_kinds": ["interactive", "scheduled"]}
+        group = identity.add_group(conn, "default", policy)
         for name, role in (("admin", "admin"), ("bob", "admin"), ("alice", "member")):
             user = identity.add_user(conn, name)
             identity.set_membership(conn, group.id, user.id, role)

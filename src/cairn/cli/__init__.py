@@ -7,7 +7,7 @@ from pathlib import Path
 import sqlalchemy as sa
 import typer
 
-from cairn.cli import job_commands, setup_commands
+from cairn.cli import authority_commands, gate_commands, job_commands, setup_commands
 from cairn.cli.context import Session, errors
 from cairn.cli.demo import demo
 from cairn.config import Config
@@ -36,7 +36,8 @@ def _root(
 
 
 app.command()(setup_commands.init)
-app.add_typer(setup_commands.user_app, name="user")
+app.add_typer(authority_commands.user_app, name="user")
+app.add_typer(authority_commands.group_app, name="group")
 app.add_typer(setup_commands.room_app, name="room")
 for command in (
     job_commands.submit,
@@ -44,13 +45,16 @@ for command in (
     job_commands.work,
     job_commands.jobs,
     job_commands.show,
-    job_commands.approve,
-    job_commands.reject,
-    job_commands.cancel,
-    job_commands.resume,
+    # The decisions live with the authority rules that govern them (gate_commands), not here.
+    gate_commands.approve,
+    gate_commands.reject,
+    gate_commands.cancel,
+    gate_commands.resume,
+    gate_commands.retry,
 ):
     app.command()(command)
 audit_app.command("verify")(job_commands.audit_verify)
+audit_app.command("log")(authority_commands.audit_log)
 app.add_typer(audit_app, name="audit")
 app.command()(demo)
 

@@ -10,7 +10,6 @@ from cairn.agents.registry import load_agent_spec
 from cairn.cli.context import AS_OPTION, JSON_OPTION, console, print_json, session
 from cairn.cli.progress import StagePrinter, next_step
 from cairn.engine import Faults
-from cairn.jobs import gates
 from cairn.jobs.runner import Runner
 from cairn.jobs.submit import submit_job
 from cairn.jobs.view import job_detail, job_summary
@@ -22,6 +21,9 @@ from cairn.store.records import Job
 from cairn.store.rooms import get_room
 
 AGENT_OPTION = typer.Option(..., "--agent", help="The agent, e.g. script:PATH to a YAML script.")
+KIND_OPTION = typer.Option(
+    "interactive", "--kind", help="interactive, or scheduled (a fresh context every run)."
+)
 
 
 def submit(
@@ -31,9 +33,10 @@ def submit(
     agent: str = AGENT_OPTION,
     as_user: str | None = AS_OPTION,
     as_json: bool = JSON_OPTION,
+    kind: str = KIND_OPTION,
 ) -> None:
     """Submit a request to a room; prints the new job's id."""
-    job = _submit(ctx, room, request, agent, as_user)
+    job = _submit(ctx, room, request, agent, as_user, kind)
     if as_json:
         print_json({"id": job.id})
     else:
@@ -46,9 +49,10 @@ def run(
     request: str,
     agent: str = AGENT_OPTION,
     as_user: str | None = AS_OPTION,
+    kind: str = KIND_OPTION,
 ) -> None:
     """Submit a request and work on it in the foreground until it needs a person or ends."""
-    job = _submit(ctx, room, request, agent, as_user)
+    job = _submit(ctx, room, request, agent, as_user, kind)
     console.print(f"job {job.id} submitted")
     driven = _work(ctx, until_idle=True, job_id=job.id)
     if driven and driven[-1].status in (Status.failed, Status.blocked):
@@ -115,50 +119,6 @@ def show(ctx: typer.Context, job_id: int, as_json: bool = JSON_OPTION) -> None:
         console.print(f"\ndiagnosis: {detail['diagnosis']}", style="yellow")
 
 
-def approve(
-    ctx: typer.Context,
-    job_id: int,
-    as_user: str | None = AS_OPTION,
-    reason: str | None = typer.Option(None, "--reason", help="Why (recorded with the decision)."),
-) -> None:
-    """Approve the gate a job waits at (run, dependency or integration)."""
-    s = session(ctx)
-    with s.store() as store, store.begin() as conn:
-        job = gates.approve(conn, job_id, s.actor(as_user), reason)
-    console.print(f"job {job.id}: approved at {job.stage}; a runner carries it on (`cairn work`)")
-
-
-def reject(
-    ctx: typer.Context,
-    job_id: int,
-    reason: str = typer.Option(..., "--reason", help="Why (required, recorded)."),
-    as_user: str | None = AS_OPTION,
-) -> None:
-    """Reject at the gate a job waits at, with a reason."""
-    s = session(ctx)
-    with s.store() as store, store.begin() as conn:
-        job = gates.reject(
-            conn, job_id, s.actor(as_user), reason, sanitizer=user_sanitizer(s.config)
-        )
-    console.print(f"job {job.id}: rejected; now {job.status} at {job.stage}")
-
-
-def cancel(ctx: typer.Context, job_id: int, as_user: str | None = AS_OPTION) -> None:
-    """Cancel a job that has not ended."""
-    s = session(ctx)
-    with s.store() as store, store.begin() as conn:
-        gates.cancel(conn, job_id, s.actor(as_user))
-    console.print(f"job {job_id}: cancelled")
-
-
-def resume(ctx: typer.Context, job_id: int, as_user: str | None = AS_OPTION) -> None:
-    """Continue a blocked job once what blocked it is fixed."""
-    s = session(ctx)
-    with s.store() as store, store.begin() as conn:
-        gates.resume(conn, job_id, s.actor(as_user))
-    console.print(f"job {job_id}: runnable again; a runner carries it on (`cairn work`)")
-
-
 def audit_verify(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
     """Check the whole decision chain and name the first broken row."""
     with session(ctx).store() as store, store.begin() as conn:
@@ -172,7 +132,9 @@ def audit_verify(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
         raise typer.Exit(1)
 
 
-def _submit(ctx: typer.Context, room: str, request: str, agent: str, as_user: str | None) -> Job:
+def _submit(
+    ctx: typer.Context, room: str, request: str, agent: str, as_user: str | None, kind: str
+) -> Job:
     s = session(ctx)
     spec = load_agent_spec(agent)
     with s.store() as store, store.begin() as conn:
@@ -183,6 +145,7 @@ def _submit(ctx: typer.Context, room: str, request: str, agent: str, as_user: st
             agent=spec,
             actor=s.actor(as_user),
             sanitizer=user_sanitizer(s.config),
+            kind=kind,
         )
 
 

@@ -9,7 +9,12 @@ from cairn.stages import Status
 from cairn.store.records import Job
 
 _NEXT_STEP = {
-    "awaiting_run_approval": "an admin other than the requester runs `cairn approve {id}`",
+    "awaiting_run_approval": (
+        "waits for an admin other than the requester to run `cairn approve {id} --as NAME`; "
+        "a requester never approves their own run, even as an admin. Alone? Add a second admin "
+        "(`cairn user add NAME --admin`) or let the policy approve interactive runs "
+        "(`cairn group policy GROUP --run-approval auto --auto-kinds interactive`)"
+    ),
     "awaiting_dependency_approval": (
         "an admin runs `cairn approve {id}` or `cairn reject {id} --reason ...`"
     ),

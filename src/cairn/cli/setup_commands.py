@@ -1,4 +1,4 @@
-"""Setting cairn up: the home, users and rooms."""
+"""Setting cairn up: the home, its first group and admin, and rooms."""
 
 from __future__ import annotations
 
@@ -6,45 +6,44 @@ from pathlib import Path
 
 import typer
 
-from cairn.cli.context import JSON_OPTION, console, print_json, session
+from cairn.cli.authority_commands import AUTO_KINDS, RUN_APPROVAL, policy_settings
+from cairn.cli.context import AS_OPTION, JSON_OPTION, console, print_json, session
 from cairn.errors import UsageError
+from cairn.jobs.policy import GroupPolicy, require_group_admin
 from cairn.store import identity
-from cairn.store.rooms import create_room, list_rooms
+from cairn.store.rooms import create_room, get_room, list_rooms, rebind_room
 from cairn.workspace.delivery import remote_branch_sha
 
-user_app = typer.Typer(help="Manage users.", no_args_is_help=True)
 room_app = typer.Typer(
     help="Manage rooms (a repository and base branch for a group).", no_args_is_help=True
 )
+SOLO_HINT = (
+    "A run waits for an admin other than its requester (run_approval=admin). Add a second "
+    "admin with `cairn user add NAME --admin`, or let the policy approve your own interactive "
+    "runs: `cairn group policy default --run-approval auto --auto-kinds interactive`."
+)
 
 
-def init(ctx: typer.Context) -> None:
-    """Create the cairn home and store, group `default` and admin user `admin`."""
+def init(
+    ctx: typer.Context,
+    run: str | None = RUN_APPROVAL,
+    kinds: str | None = AUTO_KINDS,
+) -> None:
+    """Create the cairn home and store, group `default` and its admin user `admin`."""
     s = session(ctx)
+    policy = GroupPolicy.parse(policy_settings(run, kinds, None, None))
     s.config.home.mkdir(parents=True, exist_ok=True)
     with s.store(create=True) as store, store.begin() as conn:
         if identity.find_user(conn, "admin") is not None:
             console.print("cairn is already set up here; nothing changed.")
             return
-        group = identity.add_group(conn, "default")
+        group = identity.add_group(conn, "default", policy.to_dict())
         admin = identity.add_user(conn, "admin")
         identity.set_membership(conn, group.id, admin.id, "admin")
-    console.print("cairn is ready: group default with admin user admin.")
-
-
-@user_app.command("add")
-def user_add(
-    ctx: typer.Context,
-    name: str,
-    admin: bool = typer.Option(False, "--admin", help="Make the user an admin of the group."),
-    group: str = typer.Option("default", "--group", help="The group to add the user to."),
-) -> None:
-    """Add a user to a group, as a member (or an admin with --admin)."""
-    with session(ctx).store() as store, store.begin() as conn:
-        found = identity.get_group(conn, group)
-        user = identity.add_user(conn, name)
-        identity.set_membership(conn, found.id, user.id, "admin" if admin else "member")
-    console.print(f"user {name} added to group {group} as {'admin' if admin else 'member'}")
+    console.print(f"cairn is ready: group default with admin user admin ({policy.describe()}).")
+    if not policy.auto_approves("interactive"):
+        console.print(SOLO_HINT)
+    console.print("`cairn user token admin` gives admin an API token.")
 
 
 @room_app.command("create")
@@ -55,14 +54,14 @@ def room_create(
     base: str | None = typer.Option(None, "--base", help="The base branch (default: main)."),
     verify: str | None = typer.Option(None, "--verify", help="A command that checks a result."),
     group: str = typer.Option("default", "--group", help="The group that owns the room."),
+    as_user: str | None = AS_OPTION,
 ) -> None:
-    """Bind a new room to a repository and base branch."""
-    location = _repository(repo)
-    branch = base or "main"
-    if remote_branch_sha(location, branch) is None:
-        raise UsageError(f"the repository has no branch {branch!r}; pass the right one with --base")
-    with session(ctx).store() as store, store.begin() as conn:
+    """Bind a new room to a repository and base branch (an admin of the group decides)."""
+    s = session(ctx)
+    location, branch = _binding(repo, base)
+    with s.store() as store, store.begin() as conn:
         owner = identity.get_group(conn, group)
+        require_group_admin(conn, owner, s.actor(as_user), "create a room for it")
         create_room(
             conn,
             name=name,
@@ -74,19 +73,51 @@ def room_create(
     console.print(f"room {name} created on branch {branch}")
 
 
+@room_app.command("rebind")
+def room_rebind(
+    ctx: typer.Context,
+    name: str,
+    repo: str = typer.Option(..., "--repo", help="The repository: a local path or a URL."),
+    base: str | None = typer.Option(None, "--base", help="The base branch (default: main)."),
+    as_user: str | None = AS_OPTION,
+) -> None:
+    """Bind a room to another repository or branch; jobs requested before then will block."""
+    s = session(ctx)
+    location, branch = _binding(repo, base)
+    with s.store() as store, store.begin() as conn:
+        room = get_room(conn, name)
+        owner = identity.get_group(conn, room.group_id)
+        require_group_admin(conn, owner, s.actor(as_user), "rebind its rooms")
+        rebind_room(conn, room.id, repo=location, base_branch=branch)
+    console.print(f"room {name} now works on branch {branch}; jobs requested earlier will block")
+
+
 @room_app.command("list")
 def room_list(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
     """List the rooms."""
     with session(ctx).store() as store, store.begin() as conn:
         rooms = [
-            {"name": r.name, "base": r.base_branch, "verify": r.verify_command}
+            {
+                "name": r.name,
+                "group": identity.get_group(conn, r.group_id).name,
+                "base": r.base_branch,
+                "verify": r.verify_command,
+            }
             for r in list_rooms(conn)
         ]
     if as_json:
         print_json(rooms)
         return
     for room in rooms:
-        console.print(f"{room['name']}  (base {room['base']})")
+        console.print(f"{room['name']}  (group {room['group']}, base {room['base']})")
+
+
+def _binding(repo: str, base: str | None) -> tuple[str, str]:
+    location = _repository(repo)
+    branch = base or "main"
+    if remote_branch_sha(location, branch) is None:
+        raise UsageError(f"the repository has no branch {branch!r}; pass the right one with --base")
+    return location, branch
 
 
 def _repository(repo: str) -> str:

@@ -1,32 +1,74 @@
-"""A person's decisions: each records a decision and, at most, makes the job runnable again."""
+"""A person's decisions: each is authorized, recorded, and at most makes the job runnable again.
+
+Who may decide what (the authority matrix; "own" means the actor requested the job):
+
+| gate        | approve                                   | reject (a reason is required)   |
+| ----------- | ----------------------------------------- | ------------------------------- |
+| run         | an admin, never for their own job         | an admin, own job included      |
+| dependency  | an admin, or any member when the group's  | same as approve                 |
+|             | policy says dependency_approval=member    |                                 |
+| integration | an admin, own job included                | an admin, own job included      |
+| cancel      | the requester or an admin                 |                                 |
+| resume      | the requester or an admin                 |                                 |
+
+Someone outside the room's group decides nothing. Before an approval, the requester's access
+is verified again (see `access.py`); when it no longer holds, the job is blocked instead.
+"""
 
 from __future__ import annotations
 
 import sqlalchemy as sa
 
 from cairn.errors import InvalidState, NotAllowed, UsageError
+from cairn.jobs.access import missing_access
+from cairn.jobs.policy import REASON_LIMIT, GroupPolicy, policy_label
 from cairn.sanitize import Sanitizer
 from cairn.stages import Gate, Stage, Status, Verdict
 from cairn.store import decisions
 from cairn.store import dependency_requests as dep_ledger
 from cairn.store import jobs as job_ledger
 from cairn.store.identity import get_group, get_user, membership
-from cairn.store.records import Job
+from cairn.store.records import Group, Job, Request
 from cairn.store.rooms import get_room
 
-_GATE_AT = {
+GATE_AT = {
     Stage.awaiting_run_approval: Gate.run,
     Stage.awaiting_dependency_approval: Gate.dependency,
     Stage.awaiting_review: Gate.integration,
 }
 
 
-def approve(conn: sa.Connection, job_id: int, actor: str, reason: str | None = None) -> Job:
-    """Approve the gate the job waits at; a runner then carries the job on."""
+def approve(
+    conn: sa.Connection,
+    job_id: int,
+    actor: str,
+    reason: str | None = None,
+    *,
+    sanitizer: Sanitizer | None = None,
+) -> Job:
+    """Approve the gate the job waits at; a runner then carries the job on.
+
+    When the requester's access no longer holds, nothing is approved: the job is returned
+    blocked, with a diagnosis naming what is missing.
+    """
     job, gate = _waiting_gate(conn, job_id)
-    _authorize(conn, job, gate, actor)
+    request = job_ledger.get_request(conn, job.request_id)
+    group = _group(conn, job)
+    policy = GroupPolicy.of(group)
+    authorize(conn, gate, Verdict.approved, actor, request=request, group=group, policy=policy)
+    lost = missing_access(conn, job, request)
+    if lost:
+        return job_ledger.transition(
+            conn, job, job.stage, Status.blocked, diagnosis=Sanitizer(environ={}).clean(lost)
+        )
     decision = decisions.append(
-        conn, job_id=job.id, gate=gate, verdict=Verdict.approved, actor=actor, reason=reason
+        conn,
+        job_id=job.id,
+        gate=gate,
+        verdict=Verdict.approved,
+        actor=actor,
+        reason=(sanitizer or Sanitizer()).clean(reason, REASON_LIMIT) if reason else None,
+        policy=policy_label(group, policy),
     )
     if gate is Gate.dependency:
         pending = dep_ledger.latest(conn, job.id)
@@ -46,16 +88,25 @@ def reject(
     if not reason or not reason.strip():
         raise UsageError("a rejection needs a reason: pass --reason TEXT")
     job, gate = _waiting_gate(conn, job_id)
-    _authorize(conn, job, gate, actor)
+    request = job_ledger.get_request(conn, job.request_id)
+    group = _group(conn, job)
+    policy = GroupPolicy.of(group)
+    authorize(conn, gate, Verdict.rejected, actor, request=request, group=group, policy=policy)
+    reason = (sanitizer or Sanitizer()).clean(reason, REASON_LIMIT)
     decision = decisions.append(
-        conn, job_id=job.id, gate=gate, verdict=Verdict.rejected, actor=actor, reason=reason
+        conn,
+        job_id=job.id,
+        gate=gate,
+        verdict=Verdict.rejected,
+        actor=actor,
+        reason=reason,
+        policy=policy_label(group, policy),
     )
     if gate is Gate.dependency:
         # The agent is told, in its own context, and may go on without the package.
         pending = dep_ledger.latest(conn, job.id)
         dep_ledger.decide(conn, pending.id, dep_ledger.REJECTED, decision.id)
         return job_ledger.transition(conn, job, job.stage, Status.queued)
-    # The decision keeps the reason as written; the diagnosis users see is masked and bounded.
     diagnosis = (sanitizer or Sanitizer()).clean(f"rejected at the {gate} gate: {reason}")
     return job_ledger.transition(conn, job, Stage.rejected, Status.rejected, diagnosis=diagnosis)
 
@@ -65,36 +116,88 @@ def cancel(conn: sa.Connection, job_id: int, actor: str) -> Job:
     job = job_ledger.lock_job(conn, job_id)
     if job.status.is_terminal:
         raise InvalidState(
-            f"job {job_id} already ended ({job.status}); submit the request again to start anew"
+            f"job {job_id} already ended ({job.status}); `cairn retry {job_id}` starts it anew"
         )
     if job.stage is Stage.delivering:
         raise InvalidState(
             f"job {job_id} is delivering an approved result; delivery finishes on its own"
         )
-    request = job_ledger.get_request(conn, job.request_id)
-    user = get_user(conn, actor)
-    if user.id != request.requester_id and _role(conn, job, actor) != "admin":
-        raise NotAllowed(
-            f"only the requester or an admin of the room's group can cancel job {job_id}"
-        )
+    _requester_or_admin(conn, job, actor, "cancel")
     decisions.append(conn, job_id=job.id, gate=Gate.cancel, verdict=Verdict.cancelled, actor=actor)
     return job_ledger.transition(conn, job, Stage.cancelled, Status.cancelled)
 
 
 def resume(conn: sa.Connection, job_id: int, actor: str) -> Job:
-    """Make a blocked job runnable again once its owner fixed what blocked it."""
+    """Make a blocked job runnable again once what blocked it is fixed.
+
+    A job blocked while it waited at a gate that nobody decided goes back to waiting there.
+    """
     job = job_ledger.lock_job(conn, job_id)
     if job.status is not Status.blocked:
         raise InvalidState(f"job {job_id} is {job.status}, not blocked; there is nothing to resume")
-    if _role(conn, job, actor) is None:
-        raise NotAllowed(f"{actor} is not a member of the room's group")
+    _requester_or_admin(conn, job, actor, "resume")
+    lost = missing_access(conn, job, job_ledger.get_request(conn, job.request_id))
+    if lost:
+        raise NotAllowed(f"job {job_id} cannot go on yet: {lost}")
     decisions.append(conn, job_id=job.id, gate=Gate.resume, verdict=Verdict.resumed, actor=actor)
-    return job_ledger.transition(conn, job, job.stage, Status.queued)
+    gate = GATE_AT.get(job.stage)
+    back = Status.waiting if gate and not _gate_decided(conn, job, gate) else Status.queued
+    return job_ledger.transition(conn, job, job.stage, back)
+
+
+def authorize(
+    conn: sa.Connection,
+    gate: Gate,
+    verdict: Verdict,
+    actor: str,
+    *,
+    request: Request,
+    group: Group,
+    policy: GroupPolicy,
+) -> None:
+    """Refuse, with why, unless `actor` may give `verdict` at `gate` (the matrix above)."""
+    user = get_user(conn, actor)
+    found = membership(conn, group.id, user.id)
+    if found is None:
+        raise NotAllowed(
+            f"{actor} is not a member of group {group.name}, which owns the job's room; "
+            f"only its admins decide the {gate} gate"
+        )
+    needed = policy.dependency_approval if gate is Gate.dependency else "admin"
+    if needed == "admin" and found.role != "admin":
+        setting = " (dependency_approval=admin)" if gate is Gate.dependency else ""
+        raise NotAllowed(
+            f"only an admin of group {group.name} can decide the {gate} gate{setting}; "
+            f"{actor} is a member, who can see the job but not decide it"
+        )
+    if gate is Gate.run and verdict is Verdict.approved and user.id == request.requester_id:
+        raise NotAllowed(
+            f"{actor} requested this job and cannot approve its run, even as an admin "
+            f"(its own job); another admin of group {group.name} must approve it"
+        )
+
+
+def _requester_or_admin(conn: sa.Connection, job: Job, actor: str, what: str) -> None:
+    request = job_ledger.get_request(conn, job.request_id)
+    user = get_user(conn, actor)
+    found = membership(conn, _group(conn, job).id, user.id)
+    if user.id != request.requester_id and (found is None or found.role != "admin"):
+        raise NotAllowed(
+            f"only the requester or an admin of the room's group can {what} job {job.id}"
+        )
+
+
+def _gate_decided(conn: sa.Connection, job: Job, gate: Gate) -> bool:
+    """Whether the gate the job stands at was passed (so a runner, not a person, goes next)."""
+    if gate is Gate.dependency:
+        return dep_ledger.latest(conn, job.id).status != dep_ledger.PENDING
+    passed = {Verdict.approved.value, Verdict.auto.value}
+    return any(d.gate == gate and d.verdict in passed for d in decisions.for_job(conn, job.id))
 
 
 def _waiting_gate(conn: sa.Connection, job_id: int) -> tuple[Job, Gate]:
     job = job_ledger.lock_job(conn, job_id)
-    gate = _GATE_AT.get(job.stage)
+    gate = GATE_AT.get(job.stage)
     if gate is None or job.status is not Status.waiting:
         raise InvalidState(
             f"job {job_id} is not waiting at a gate (it is {job.status} at {job.stage})"
@@ -102,17 +205,5 @@ def _waiting_gate(conn: sa.Connection, job_id: int) -> tuple[Job, Gate]:
     return job, gate
 
 
-def _authorize(conn: sa.Connection, job: Job, gate: Gate, actor: str) -> None:
-    """Run gate: never the requester. Integration gate: an admin, their own request included."""
-    role = _role(conn, job, actor)
-    if role != "admin":
-        raise NotAllowed(f"only an admin of the room's group can decide the {gate} gate")
-    requester = get_user(conn, job_ledger.get_request(conn, job.request_id).requester_id)
-    if gate is Gate.run and requester.name == actor:
-        raise NotAllowed("a requester cannot approve the run of their own job; ask another admin")
-
-
-def _role(conn: sa.Connection, job: Job, actor: str) -> str | None:
-    group = get_group(conn, get_room(conn, job.room_id).group_id)
-    found = membership(conn, group.id, get_user(conn, actor).id)
-    return found.role if found else None
+def _group(conn: sa.Connection, job: Job) -> Group:
+    return get_group(conn, get_room(conn, job.room_id).group_id)

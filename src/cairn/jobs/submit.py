@@ -6,14 +6,23 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from cairn.errors import NotAllowed, UsageError
+from cairn.errors import InvalidState, NotAllowed, UsageError
+from cairn.jobs.access import BINDING_KEY, room_binding
+from cairn.jobs.policy import JOB_KINDS
 from cairn.sanitize import Sanitizer
+from cairn.store import effects
 from cairn.store import jobs as job_ledger
 from cairn.store.identity import get_group, get_user, membership
-from cairn.store.records import Job
+from cairn.store.records import Job, Room, User
 from cairn.store.rooms import get_room
 
 REQUEST_LIMIT = 20_000
+DEFAULT_SCOPE: dict[str, Any] = {
+    "dependencies": "ask",
+    "commands": True,
+    "network": False,
+    "delivery": "push_and_merge",
+}
 
 
 def submit_job(
@@ -32,24 +41,59 @@ def submit_job(
         raise UsageError("the request is empty; say what the agent should do")
     if len(text) > REQUEST_LIMIT:
         raise UsageError(f"the request is longer than {REQUEST_LIMIT} characters; shorten it")
+    if kind not in JOB_KINDS:
+        raise UsageError(f"a job's kind is one of {', '.join(JOB_KINDS)}, not {kind!r}")
     found = get_room(conn, room)
-    user = get_user(conn, actor)
-    group = get_group(conn, found.group_id)
-    if membership(conn, group.id, user.id) is None:
-        raise NotAllowed(f"{actor} is not a member of group {group.name}, which owns room {room}")
-    scope = {
-        "dependencies": "ask",
-        "commands": True,
-        "network": False,
-        "delivery": "push_and_merge",
-    }
+    user = _member(conn, found, actor)
     return job_ledger.submit(
         conn,
         room_id=found.id,
         requester_id=user.id,
         text=sanitizer.clean(text, REQUEST_LIMIT),
         agent=agent,
-        scope=scope,
+        scope=DEFAULT_SCOPE | {BINDING_KEY: room_binding(found)},
         kind=kind,
         retry_of=retry_of,
     )
+
+
+def retry_job(conn: sa.Connection, job_id: int, actor: str) -> Job:
+    """A new job for an ended one: same request, its own baseline and workspace, linked back.
+
+    The old job's records stay exactly as they are; its branch, if it was pushed, is named in
+    the new request's scope so the new work can refer to it.
+    """
+    old = job_ledger.get_job(conn, job_id)
+    if not old.status.is_terminal:
+        raise InvalidState(
+            f"job {job_id} has not ended ({old.status} at {old.stage}); only an ended job can "
+            f"be retried. Cancel it first with `cairn cancel {job_id}` if it should stop"
+        )
+    request = job_ledger.get_request(conn, old.request_id)
+    room = get_room(conn, old.room_id)
+    user = _member(conn, room, actor)
+    scope = request.scope | {BINDING_KEY: room_binding(room), "retry_of": old.id}
+    if any(e.kind == "push" and e.status == effects.DONE for e in effects.for_job(conn, old.id)):
+        scope["reference_branch"] = old.branch
+    return job_ledger.submit(
+        conn,
+        room_id=room.id,
+        requester_id=user.id,
+        # Already sanitized when it was first submitted: copied as it is, never cleaned twice.
+        text=request.text,
+        agent=request.agent,
+        scope=scope,
+        kind=request.kind,
+        retry_of=old.id,
+    )
+
+
+def _member(conn: sa.Connection, room: Room, actor: str) -> User:
+    user = get_user(conn, actor)
+    group = get_group(conn, room.group_id)
+    if membership(conn, group.id, user.id) is None:
+        raise NotAllowed(
+            f"{actor} is not a member of group {group.name}, which owns room {room.name}; "
+            "an admin of the group can add them with `cairn group member add`"
+        )
+    return user

@@ -1,7 +1,9 @@
-"""Users, groups and memberships."""
+"""Users (with hashed API tokens), groups with their policy, and memberships."""
 
 from __future__ import annotations
 
+import hashlib
+import secrets
 from typing import Any
 
 import sqlalchemy as sa
@@ -11,12 +13,23 @@ from cairn.store.records import Group, Membership, User
 from cairn.store.schema import groups, memberships, users, utcnow
 
 ROLES = ("member", "admin")
-DEFAULT_POLICY: dict[str, Any] = {"run_approval": "auto"}
+# Strict unless a group says otherwise: every run and every dependency waits for an admin.
+DEFAULT_POLICY: dict[str, Any] = {
+    "run_approval": "admin",
+    "auto_approve_kinds": [],
+    "dependency_approval": "admin",
+    "integration": "admin",
+}
+TOKEN_PREFIX = "cairn_"
+# Actors that decisions name which are not people; no user may take these names.
+RESERVED_USER_NAMES = frozenset({"policy", "cairn", "system"})
 
 
 def add_user(conn: sa.Connection, name: str) -> User:
     """Create a user; names are unique."""
     _check_name(name, "user")
+    if name.lower() in RESERVED_USER_NAMES:
+        raise UsageError(f"{name!r} is reserved for cairn's own decisions; pick another name")
     if find_user(conn, name) is not None:
         raise UsageError(f"user {name!r} already exists; pick another name")
     result = conn.execute(sa.insert(users).values(name=name, created_at=utcnow()))
@@ -34,6 +47,39 @@ def get_user(conn: sa.Connection, key: int | str) -> User:
     if row is None:
         raise NotFound(f"no user {key!r}; `cairn user add NAME` creates one")
     return User.from_row(row)
+
+
+def list_users(conn: sa.Connection) -> list[User]:
+    return [User.from_row(r) for r in conn.execute(sa.select(users).order_by(users.c.id))]
+
+
+def hash_token(token: str) -> str:
+    """The only form of an API token the store ever holds."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def issue_token(conn: sa.Connection, user_id: int) -> str:
+    """Give the user a new API token, replacing any old one; the caller shows it once."""
+    token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    updated = conn.execute(
+        sa.update(users).where(users.c.id == user_id).values(token_hash=hash_token(token))
+    )
+    if updated.rowcount != 1:
+        raise NotFound(f"no user {user_id!r}; `cairn user add NAME` creates one")
+    return token
+
+
+def user_for_token(conn: sa.Connection, token: str) -> User | None:
+    """The user an API token belongs to, or None for an unknown or replaced token."""
+    if not token.startswith(TOKEN_PREFIX):
+        return None
+    row = conn.execute(sa.select(users).where(users.c.token_hash == hash_token(token))).first()
+    return User.from_row(row) if row else None
+
+
+def has_token(conn: sa.Connection, user_id: int) -> bool:
+    query = sa.select(users.c.token_hash).where(users.c.id == user_id)
+    return conn.execute(query).scalar() is not None
 
 
 def add_group(conn: sa.Connection, name: str, policy: dict[str, Any] | None = None) -> Group:
@@ -57,6 +103,18 @@ def get_group(conn: sa.Connection, key: int | str) -> Group:
     return Group.from_row(row)
 
 
+def list_groups(conn: sa.Connection) -> list[Group]:
+    return [Group.from_row(r) for r in conn.execute(sa.select(groups).order_by(groups.c.id))]
+
+
+def set_policy(conn: sa.Connection, group_id: int, policy: dict[str, Any]) -> Group:
+    """Replace the group's policy (callers record the change as a decision)."""
+    updated = conn.execute(sa.update(groups).where(groups.c.id == group_id).values(policy=policy))
+    if updated.rowcount != 1:
+        raise NotFound(f"no group {group_id!r}; `cairn group add NAME` creates one")
+    return get_group(conn, group_id)
+
+
 def set_membership(conn: sa.Connection, group_id: int, user_id: int, role: str) -> Membership:
     """Add the user to the group with `role`, or change the role they have."""
     if role not in ROLES:
@@ -72,6 +130,12 @@ def set_membership(conn: sa.Connection, group_id: int, user_id: int, role: str) 
     return Membership(group_id=group_id, user_id=user_id, role=role)
 
 
+def remove_membership(conn: sa.Connection, group_id: int, user_id: int) -> bool:
+    """Take the user out of the group; False when they were not in it."""
+    where = (memberships.c.group_id == group_id) & (memberships.c.user_id == user_id)
+    return conn.execute(sa.delete(memberships).where(where)).rowcount == 1
+
+
 def membership(conn: sa.Connection, group_id: int, user_id: int) -> Membership | None:
     row = conn.execute(
         sa.select(memberships).where(
@@ -79,6 +143,28 @@ def membership(conn: sa.Connection, group_id: int, user_id: int) -> Membership |
         )
     ).first()
     return Membership.from_row(row) if row else None
+
+
+def members(conn: sa.Connection, group_id: int) -> list[tuple[User, str]]:
+    """The group's members with their roles, in the order they were added."""
+    query = (
+        sa.select(users, memberships.c.role)
+        .join(memberships, memberships.c.user_id == users.c.id)
+        .where(memberships.c.group_id == group_id)
+        .order_by(memberships.c.created_at, users.c.id)
+    )
+    return [(User.from_row(row), row.role) for row in conn.execute(query)]
+
+
+def memberships_of(conn: sa.Connection, user_id: int) -> list[tuple[Group, str]]:
+    """The groups the user belongs to, with their role in each."""
+    query = (
+        sa.select(groups, memberships.c.role)
+        .join(memberships, memberships.c.group_id == groups.c.id)
+        .where(memberships.c.user_id == user_id)
+        .order_by(groups.c.id)
+    )
+    return [(Group.from_row(row), row.role) for row in conn.execute(query)]
 
 
 def _check_name(name: str, what: str) -> None:

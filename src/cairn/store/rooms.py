@@ -50,3 +50,13 @@ def get_room(conn: sa.Connection, key: int | str) -> Room:
 
 def list_rooms(conn: sa.Connection) -> list[Room]:
     return [Room.from_row(r) for r in conn.execute(sa.select(rooms).order_by(rooms.c.id))]
+
+
+def rebind_room(conn: sa.Connection, room_id: int, *, repo: str, base_branch: str) -> Room:
+    """Bind the room to another repository or base branch (jobs requested before then block)."""
+    updated = conn.execute(
+        sa.update(rooms).where(rooms.c.id == room_id).values(repo=repo, base_branch=base_branch)
+    )
+    if updated.rowcount != 1:
+        raise NotFound(f"no room {room_id!r}; `cairn room create` makes one")
+    return get_room(conn, room_id)

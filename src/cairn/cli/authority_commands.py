@@ -1,0 +1,272 @@
+"""Users, groups, memberships and group policy: who may decide what."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+import typer
+
+from cairn.cli.context import AS_OPTION, JSON_OPTION, console, print_json, session
+from cairn.jobs import people
+from cairn.jobs.policy import POLICY_GATE, GroupPolicy, change_policy
+from cairn.store import identity
+from cairn.store.records import Decision, Group
+from cairn.store.rooms import list_rooms
+from cairn.store.schema import decisions as decisions_table
+
+user_app = typer.Typer(help="Manage users and their API tokens.", no_args_is_help=True)
+group_app = typer.Typer(help="Manage groups, their members and their policy.", no_args_is_help=True)
+member_app = typer.Typer(help="Add people to a group or take them out.", no_args_is_help=True)
+group_app.add_typer(member_app, name="member")
+
+RUN_APPROVAL = typer.Option(
+    None,
+    "--run-approval",
+    help="admin: an admin other than the requester approves each run; "
+    "auto: runs of the --auto-kinds kinds need no person.",
+)
+AUTO_KINDS = typer.Option(
+    None,
+    "--auto-kinds",
+    help="Job kinds run_approval=auto approves, comma-separated "
+    "(interactive, scheduled; default: scheduled).",
+)
+DEPENDENCY_APPROVAL = typer.Option(
+    None, "--dependency-approval", help="admin, or member: who decides a dependency request."
+)
+INTEGRATION = typer.Option(None, "--integration", help="admin (the only choice).")
+TOKEN_NOTE = "API token for {name}, shown this once (`cairn user token {name}` replaces it):"
+
+
+def policy_settings(
+    run: str | None, kinds: str | None, dependency: str | None, integration: str | None
+) -> dict[str, Any]:
+    """The policy settings given on the command line, as JSON keys (unset ones left out)."""
+    given: dict[str, Any] = {
+        "run_approval": run,
+        "auto_approve_kinds": [k.strip() for k in kinds.split(",") if k.strip()] if kinds else None,
+        "dependency_approval": dependency,
+        "integration": integration,
+    }
+    return {key: value for key, value in given.items() if value is not None}
+
+
+@user_app.command("add")
+def user_add(
+    ctx: typer.Context,
+    name: str,
+    admin: bool = typer.Option(False, "--admin", help="Make the user an admin of the group."),
+    group: str = typer.Option("default", "--group", help="The group to add the user to."),
+    as_user: str | None = AS_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Add a user to a group (an admin of it decides) and print their API token once."""
+    s = session(ctx)
+    role = "admin" if admin else "member"
+    with s.store() as store, store.begin() as conn:
+        _, token = people.create_user(conn, name, s.actor(as_user), group=group, role=role)
+    if as_json:
+        print_json({"name": name, "group": group, "role": role, "token": token})
+        return
+    console.print(f"user {name} added to group {group} as {role}")
+    console.print(TOKEN_NOTE.format(name=name))
+    console.print(token)
+
+
+@user_app.command("token")
+def user_token(
+    ctx: typer.Context, name: str, as_user: str | None = AS_OPTION, as_json: bool = JSON_OPTION
+) -> None:
+    """Give a user a new API token (the old one stops working) and print it once."""
+    s = session(ctx)
+    with s.store() as store, store.begin() as conn:
+        token = people.rotate_token(conn, name, s.actor(as_user))
+    if as_json:
+        print_json({"name": name, "token": token})
+        return
+    console.print(TOKEN_NOTE.format(name=name))
+    console.print(token)
+
+
+@user_app.command("list")
+def user_list(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
+    """List users, their groups and roles, and whether they hold an API token."""
+    with session(ctx).store() as store, store.begin() as conn:
+        rows = [
+            {
+                "name": user.name,
+                "groups": {g.name: role for g, role in identity.memberships_of(conn, user.id)},
+                "has_token": identity.has_token(conn, user.id),
+            }
+            for user in identity.list_users(conn)
+        ]
+    if as_json:
+        print_json(rows)
+        return
+    for row in rows:
+        groups = ", ".join(f"{g} ({role})" for g, role in row["groups"].items()) or "no group"
+        console.print(f"{row['name']:<16} {groups}{'' if row['has_token'] else '  (no token)'}")
+
+
+@group_app.command("add")
+def group_add(
+    ctx: typer.Context,
+    name: str,
+    run: str | None = RUN_APPROVAL,
+    kinds: str | None = AUTO_KINDS,
+    dependency: str | None = DEPENDENCY_APPROVAL,
+    integration: str | None = INTEGRATION,
+    as_user: str | None = AS_OPTION,
+) -> None:
+    """Create a group with you as its first admin (strict policy unless options say otherwise)."""
+    s = session(ctx)
+    policy = GroupPolicy.parse(policy_settings(run, kinds, dependency, integration))
+    with s.store() as store, store.begin() as conn:
+        people.create_group(conn, name, s.actor(as_user), policy)
+    console.print(f"group {name} created with admin {s.actor(as_user)}: {policy.describe()}")
+
+
+@group_app.command("list")
+def group_list(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
+    """List groups with their policy and size."""
+    with session(ctx).store() as store, store.begin() as conn:
+        rows = [_group_record(conn, g) for g in identity.list_groups(conn)]
+    if as_json:
+        print_json(rows)
+        return
+    for row in rows:
+        console.print(f"{row['name']:<16} {len(row['members'])} members  {row['policy_text']}")
+
+
+@group_app.command("show")
+def group_show(ctx: typer.Context, name: str, as_json: bool = JSON_OPTION) -> None:
+    """Show a group: its policy, members with their roles, and rooms."""
+    with session(ctx).store() as store, store.begin() as conn:
+        row = _group_record(conn, identity.get_group(conn, name))
+    if as_json:
+        print_json(row)
+        return
+    console.print(f"group {row['name']}: {row['policy_text']}", style="bold")
+    for member in row["members"]:
+        console.print(f"  {member['name']:<16} {member['role']}")
+    for room in row["rooms"]:
+        console.print(f"  room {room}")
+
+
+@group_app.command("policy")
+def group_policy(
+    ctx: typer.Context,
+    name: str,
+    run: str | None = RUN_APPROVAL,
+    kinds: str | None = AUTO_KINDS,
+    dependency: str | None = DEPENDENCY_APPROVAL,
+    integration: str | None = INTEGRATION,
+    reason: str | None = typer.Option(None, "--reason", help="Why (recorded with the change)."),
+    as_user: str | None = AS_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Show a group's policy, or change it (an admin of the group; every change is a decision)."""
+    s = session(ctx)
+    settings = policy_settings(run, kinds, dependency, integration)
+    with s.store() as store, store.begin() as conn:
+        before = GroupPolicy.of(identity.get_group(conn, name))
+        decision = None
+        if settings:
+            group, decision = change_policy(conn, name, s.actor(as_user), settings, reason)
+            after = GroupPolicy.of(group)
+        else:
+            after = before
+    if as_json:
+        print_json(after.to_dict() | {"decision": decision.id if decision else None})
+    elif not settings:
+        console.print(f"group {name}: {after.describe()}")
+    elif decision is None:
+        console.print(f"group {name} already has that policy; nothing changed")
+    else:
+        console.print(f"group {name}: {after.describe()} (was {before.describe()})")
+
+
+@member_app.command("add")
+def member_add(
+    ctx: typer.Context,
+    group: str,
+    name: str,
+    admin: bool = typer.Option(False, "--admin", help="As an admin (default: member)."),
+    as_user: str | None = AS_OPTION,
+) -> None:
+    """Add an existing user to a group, or change their role in it."""
+    s = session(ctx)
+    role = "admin" if admin else "member"
+    with s.store() as store, store.begin() as conn:
+        _, before = people.add_member(conn, group, name, s.actor(as_user), role)
+    as_role = f"an {role}" if role == "admin" else f"a {role}"
+    if before is None:
+        console.print(f"{name} is now {as_role} of group {group}")
+    elif before == role:
+        console.print(f"{name} already is {as_role} of group {group}; nothing changed")
+    else:
+        console.print(f"{name} is now {as_role} of group {group} (was {before})")
+
+
+@member_app.command("remove")
+def member_remove(
+    ctx: typer.Context, group: str, name: str, as_user: str | None = AS_OPTION
+) -> None:
+    """Take a user out of a group; their jobs there block at their next gate or resume."""
+    s = session(ctx)
+    with s.store() as store, store.begin() as conn:
+        people.remove_member(conn, group, name, s.actor(as_user))
+    console.print(f"{name} is no longer in group {group}")
+
+
+def _group_record(conn: sa.Connection, group: Group) -> dict[str, Any]:
+    policy = GroupPolicy.of(group)
+    return {
+        "name": group.name,
+        "policy": policy.to_dict(),
+        "policy_text": policy.describe(),
+        "members": [{"name": u.name, "role": r} for u, r in identity.members(conn, group.id)],
+        "rooms": [r.name for r in list_rooms(conn) if r.group_id == group.id],
+    }
+
+
+def audit_log(
+    ctx: typer.Context,
+    job: int | None = typer.Option(None, "--job", help="Only this job's decisions."),
+    policy_only: bool = typer.Option(False, "--policy", help="Only group policy changes."),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """List decisions, oldest first: gate decisions on jobs and group policy changes."""
+    query = sa.select(decisions_table).order_by(decisions_table.c.id)
+    if job is not None:
+        query = query.where(decisions_table.c.job_id == job)
+    if policy_only:
+        query = query.where(decisions_table.c.gate == POLICY_GATE)
+    with session(ctx).store() as store, store.begin() as conn:
+        rows = [_decision_record(Decision.from_row(r)) for r in conn.execute(query)]
+    if as_json:
+        print_json(rows)
+        return
+    for row in rows:
+        where = f"job {row['job']}" if row["job"] is not None else "group policy"
+        why = f": {row['reason']}" if row["reason"] else ""
+        console.print(
+            f"{row['id']:>4}  {row['at'][:19]}  {where:<14} {row['gate']} {row['verdict']} "
+            f"by {row['actor']}{why}"
+        )
+        if row["policy"]:
+            console.print(f"      under {row['policy']}")
+
+
+def _decision_record(decision: Decision) -> dict[str, Any]:
+    return {
+        "id": decision.id,
+        "job": decision.job_id,
+        "gate": decision.gate,
+        "verdict": decision.verdict,
+        "actor": decision.actor,
+        "reason": decision.reason,
+        "policy": decision.policy,
+        "at": decision.at.isoformat(),
+    }

@@ -1,0 +1,77 @@
+"""Deciding jobs: approve or reject at a gate, cancel, resume, and retry an ended job."""
+
+from __future__ import annotations
+
+import typer
+
+from cairn.cli.context import AS_OPTION, JSON_OPTION, console, print_json, session
+from cairn.errors import NotAllowed
+from cairn.jobs import gates
+from cairn.jobs.submit import retry_job
+from cairn.sanitize import user_sanitizer
+from cairn.stages import Status
+
+
+def approve(
+    ctx: typer.Context,
+    job_id: int,
+    as_user: str | None = AS_OPTION,
+    reason: str | None = typer.Option(None, "--reason", help="Why (recorded with the decision)."),
+) -> None:
+    """Approve the gate a job waits at (run, dependency or integration)."""
+    s = session(ctx)
+    with s.store() as store, store.begin() as conn:
+        job = gates.approve(
+            conn, job_id, s.actor(as_user), reason, sanitizer=user_sanitizer(s.config)
+        )
+    if job.status is Status.blocked:
+        # Committed above: the job is blocked with its diagnosis; the approval was not recorded.
+        raise NotAllowed(f"job {job.id} was not approved and is now blocked: {job.diagnosis}")
+    console.print(f"job {job.id}: approved at {job.stage}; a runner carries it on (`cairn work`)")
+
+
+def reject(
+    ctx: typer.Context,
+    job_id: int,
+    reason: str = typer.Option(..., "--reason", help="Why (required, recorded)."),
+    as_user: str | None = AS_OPTION,
+) -> None:
+    """Reject at the gate a job waits at, with a reason."""
+    s = session(ctx)
+    with s.store() as store, store.begin() as conn:
+        job = gates.reject(
+            conn, job_id, s.actor(as_user), reason, sanitizer=user_sanitizer(s.config)
+        )
+    console.print(f"job {job.id}: rejected; now {job.status} at {job.stage}")
+
+
+def cancel(ctx: typer.Context, job_id: int, as_user: str | None = AS_OPTION) -> None:
+    """Cancel a job that has not ended (the requester or an admin)."""
+    s = session(ctx)
+    with s.store() as store, store.begin() as conn:
+        gates.cancel(conn, job_id, s.actor(as_user))
+    console.print(f"job {job_id}: cancelled")
+
+
+def resume(ctx: typer.Context, job_id: int, as_user: str | None = AS_OPTION) -> None:
+    """Continue a blocked job once what blocked it is fixed (the requester or an admin)."""
+    s = session(ctx)
+    with s.store() as store, store.begin() as conn:
+        job = gates.resume(conn, job_id, s.actor(as_user))
+    if job.status is Status.waiting:
+        console.print(f"job {job_id}: waits at {job.stage} again for a decision")
+        return
+    console.print(f"job {job_id}: runnable again; a runner carries it on (`cairn work`)")
+
+
+def retry(
+    ctx: typer.Context, job_id: int, as_user: str | None = AS_OPTION, as_json: bool = JSON_OPTION
+) -> None:
+    """Request an ended job again as a new job linked to it; the old job stays as it is."""
+    s = session(ctx)
+    with s.store() as store, store.begin() as conn:
+        job = retry_job(conn, job_id, s.actor(as_user))
+    if as_json:
+        print_json({"id": job.id})
+    else:
+        console.print(f"job {job.id} submitted as a retry of job {job_id}")
