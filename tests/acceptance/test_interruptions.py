@@ -137,12 +137,14 @@ def test_a_killed_runner_is_taken_over_without_repeating_any_edit_or_effect(
     cli: Cli, background: Callable[..., Popen[bytes]]
 ) -> None:
     cli.room()
-    runs = cli.tmp / "sleep-runs.log"  # outside the workspace: counts how often the command ran
+    # Counts how often the command ran, in a git-ignored file: commands cannot write outside
+    # the workspace, and an ignored file leaves the workspace's content identity unchanged.
+    runs_name = ".pytest_cache/sleep-runs.log"
     script = f"""
 steps:
   - write: {{path: a.txt, content: "a\\n"}}
   - append: {{path: README.md, content: "\\n{FIRST}\\n"}}
-  - run: "echo started >> '{runs}' && sleep 3"
+  - run: "mkdir -p .pytest_cache && echo started >> {runs_name} && sleep 3"
   - append: {{path: README.md, content: "\\n{SECOND}\\n"}}
   - finish: {{summary: "Added a.txt and two lines to the README."}}
 """
@@ -151,7 +153,10 @@ steps:
 
     runner = background("work")
     wait_for(
-        lambda: runs.exists() and FIRST in (cli.workspace(job) / "README.md").read_text(),
+        lambda: (
+            (cli.workspace(job) / runs_name).exists()
+            and FIRST in (cli.workspace(job) / "README.md").read_text()
+        ),
         timeout=20,
         what="the agent to be inside its `run` step",
     )
@@ -163,7 +168,8 @@ steps:
     assert reviewed["stage"] == "awaiting_review", reviewed["diagnosis"]
     agent_runs = [s["status"] for s in reviewed["stages"] if s["name"] == "running_agent"]
     assert agent_runs == ["abandoned", "accepted"]
-    assert runs.read_text() == "started\nstarted\n", "the interrupted command ran again, once"
+    runs = (cli.workspace(job) / runs_name).read_text()
+    assert runs == "started\nstarted\n", "the interrupted command ran again, once"
     cli("approve", str(job))
     cli.work()
 

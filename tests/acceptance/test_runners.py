@@ -57,16 +57,20 @@ def test_a_cancel_stops_the_runner_that_holds_the_job(
     cli: Cli, background: Callable[..., Popen[bytes]]
 ) -> None:
     cli.room()
-    started = cli.tmp / "started.log"
+    started = ".pytest_cache/started.log"  # inside the workspace, where commands may write
     job = cli.submit(
         "steps:\n"
         '  - write: {path: first.txt, content: "1\\n"}\n'
-        f"  - run: \"echo started >> '{started}' && sleep 3\"\n"
+        f'  - run: "mkdir -p .pytest_cache && echo started >> {started} && sleep 3"\n'
         '  - write: {path: second.txt, content: "2\\n"}\n'
         '  - finish: {summary: "two files"}\n'
     )
     runner = background("work", "--until-idle")
-    wait_for(started.exists, timeout=20, what="the agent to be inside its `run` step")
+    wait_for(
+        lambda: (cli.workspace(job) / started).exists(),
+        timeout=20,
+        what="the agent to be inside its `run` step",
+    )
     cli("cancel", str(job), "--as", "alice")
     assert runner.wait(timeout=CALL_TIMEOUT) == 0
 

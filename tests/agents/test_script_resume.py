@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from cairn.agents import Outcome, OutcomeKind, Script, ScriptAgent, parse_script
+from cairn.agents import script as script_module
 
 from .support import ContextStore, Crash, snapshot, turn_for
 
@@ -97,7 +98,7 @@ def test_append_happens_once_when_the_crash_precedes_the_write(
     (workspace / "README.md").write_text("# demo\n")
     script = parse_script('steps: [append: {path: README.md, content: "usage\\n"}]')
 
-    def crash(*_args: Any) -> None:
+    def crash(*_args: Any, **_kwargs: Any) -> None:
         raise Crash("died between the intent and the rename")
 
     store = ContextStore()
@@ -159,15 +160,25 @@ def test_a_command_that_changed_files_before_a_crash_is_not_run_again(workspace:
     assert outcome.summary == "s"
 
 
-def test_a_command_that_changed_nothing_before_a_crash_runs_again(workspace: Path) -> None:
+def test_a_command_that_changed_nothing_before_a_crash_runs_again(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Nothing in the workspace shows the command ran, so running it again is the safe way on.
-    # (It writes beside the workspace only so that the test can count its runs.)
-    script = parse_script("steps: [run: 'echo x >> ../runs.txt']")
+    # (The sandbox lets a command write nowhere else, so the test counts the runs from outside.)
+    runs: list[str] = []
+    real_run = script_module.run_in_workspace
+
+    def counted(command: str, *args: Any, **kwargs: Any) -> Any:
+        runs.append(command)
+        return real_run(command, *args, **kwargs)
+
+    monkeypatch.setattr(script_module, "run_in_workspace", counted)
+    script = parse_script("steps: [run: 'echo x']")
     store = ContextStore(crash_after=1)
     with pytest.raises(Crash):
         ScriptAgent(script).run_turn(turn_for(workspace, store))
     ScriptAgent(script).run_turn(turn_for(workspace, ContextStore(), store.last))
-    assert (workspace.parent / "runs.txt").read_text() == "x\nx\n"
+    assert runs == ["echo x", "echo x"]
 
 
 def test_a_resumed_job_continues_where_it_stopped_not_from_the_start(workspace: Path) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
@@ -36,6 +36,8 @@ class Outcome:
     summary: str | None = None
     diagnosis: str | None = None
     dependency: DependencyAsk | None = None
+    isolation_unproven: bool = False
+    """A command of this job ran without a sandbox (the room's scope allowed it)."""
 
     def to_data(self) -> dict[str, Any]:
         """A JSON-ready form, stored with the agent's last save of a turn."""
@@ -44,6 +46,7 @@ class Outcome:
             "summary": self.summary,
             "diagnosis": self.diagnosis,
             "dependency": asdict(self.dependency) if self.dependency else None,
+            "isolation_unproven": self.isolation_unproven,
         }
 
     @classmethod
@@ -54,6 +57,17 @@ class Outcome:
             summary=data.get("summary"),
             diagnosis=data.get("diagnosis"),
             dependency=DependencyAsk(**ask) if ask else None,
+            isolation_unproven=bool(data.get("isolation_unproven", False)),
+        )
+
+    def masked(self, mask: Callable[[str], str]) -> Outcome:
+        """The same outcome with every free text passed through `mask` (before it is stored)."""
+        ask = self.dependency
+        return replace(
+            self,
+            summary=None if self.summary is None else mask(self.summary),
+            diagnosis=None if self.diagnosis is None else mask(self.diagnosis),
+            dependency=None if ask is None else replace(ask, reason=mask(ask.reason)),
         )
 
 
@@ -83,6 +97,8 @@ class Turn:
     """True once the runner lost the job: a long step should stop at once."""
     allow_unsandboxed: bool = False
     """The room's scope lets commands run without a sandbox where none can be had."""
+    hidden_paths: tuple[Path, ...] = field(default=())
+    """Folders commands must not see (cairn's home), apart from the workspace itself."""
 
 
 class Agent(Protocol):

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import os
 import secrets
 import stat
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +32,9 @@ from cairn.agents.script_format import (
     script_to_data,
 )
 from cairn.errors import BoundaryError, ScriptError, UsageError
-from cairn.workspace.boundary import resolve_inside
-from cairn.workspace.commands import CommandResult, run_in_workspace
+from cairn.sanitize import tail
+from cairn.workspace.boundary import hard_link_error, open_folder_inside, resolve_inside
+from cairn.workspace.commands import CommandResult, run_in_workspace, sandbox_problem
 
 __all__ = ["ScriptAgent", "parse_script", "script_from_data", "script_to_data"]
 
@@ -37,6 +42,7 @@ DEFAULT_COMMAND_TIMEOUT = 600.0
 NOTES_KEPT = 20
 OUTPUT_LINES = 20
 DIAGNOSIS_CHARS = 2000
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 State = dict[str, Any]
 
@@ -116,10 +122,10 @@ class ScriptAgent:
             try:
                 outcome, state = self._step(turn, state, step)
             except (BoundaryError, _StepFailed) as exc:
-                return _failed(f"step {state['position'] + 1} ({step.kind}): {exc}")
+                return _tagged(_failed(f"step {state['position'] + 1} ({step.kind}): {exc}"), state)
             if outcome is not None:
                 return outcome
-        return _finished(state, None)
+        return _tagged(_finished(state, None), state)
 
     def _step(self, turn: Turn, state: State, step: Step) -> tuple[Outcome | None, State]:
         match step:
@@ -128,7 +134,7 @@ class ScriptAgent:
             case RunStep():
                 return self._run(turn, state, step)
         state = _advanced(state)
-        outcome = _ending_outcome(step, state)
+        outcome = _tagged(_ending_outcome(step, state), state)
         return outcome, _saved(turn, state, outcome)
 
     def _run(self, turn: Turn, state: State, step: RunStep) -> tuple[Outcome | None, State]:
@@ -141,6 +147,9 @@ class ScriptAgent:
                 return None, _saved(turn, _advanced(state))
         else:
             running = {"position": state["position"], "tree": turn.workspace_id()}
+            # Recorded before the command runs: isolation is unproven even if cairn dies in it.
+            if turn.allow_unsandboxed and sandbox_problem() is not None:
+                state = {**state, "unsandboxed": True}
             state = _saved(turn, {**state, "running": running})
         try:
             result = run_in_workspace(
@@ -149,13 +158,20 @@ class ScriptAgent:
                 timeout=self.command_timeout,
                 should_stop=turn.stop_requested,
                 allow_unsandboxed=turn.allow_unsandboxed,
+                hidden=turn.hidden_paths,
             )
+        except BoundaryError as exc:
+            # The command already ran: it is done, and it failed the turn.
+            state = _advanced(state)
+            outcome = _tagged(_failed(f"step {state['position']} (run): {exc}"), state)
+            return outcome, _saved(turn, state, outcome)
         except OSError as exc:
             raise _StepFailed(f"could not start the command ({exc.strerror or exc})") from None
         state = _advanced(state)
         if result.exit_code == 0:
             return None, _saved(turn, state)
         outcome = _failed(_run_failure(f"step {state['position']} (run)", result, self))
+        outcome = _tagged(outcome, state)
         return outcome, _saved(turn, state, outcome)
 
 
@@ -180,6 +196,13 @@ def _finished(state: State, summary: str | None) -> Outcome:
 
 def _failed(diagnosis: str) -> Outcome:
     return Outcome(OutcomeKind.failed, diagnosis=diagnosis)
+
+
+def _tagged(outcome: Outcome, state: State) -> Outcome:
+    """The outcome, marked when any command of this job ran without a sandbox."""
+    if not state.get("unsandboxed"):
+        return outcome
+    return replace(outcome, isolation_unproven=True)
 
 
 def _loaded_state(raw: object) -> State | None:
@@ -228,28 +251,41 @@ def _run_failure(where: str, result: CommandResult, agent: ScriptAgent) -> str:
 
 def _apply_file_step(turn: Turn, state: State, step: FileStep) -> State:
     """Apply a file step exactly once, even across a crash between applying and saving."""
-    target = _resolved(turn.workspace, step.path)
+    target = resolve_inside(turn.workspace, step.path)
     pending: dict[str, Any] = state.get("pending") or {}
     resuming = pending.get("path") == step.path
     try:
-        if resuming:
-            _remove_stale_temps(target)
-        if not (resuming and _already_applied(target, pending["sha256"])):
-            before = _read_or_none(target)
-            intended = _intended_bytes(step, before)
-            digest = None if intended is None else hashlib.sha256(intended).hexdigest()
-            changed = bool(state.get("changed")) or intended != before
-            intent = {"path": step.path, "sha256": digest}
-            state = _saved(turn, {**state, "pending": intent, "changed": changed})
-            _replace_atomically(target, intended)
+        with _folder_of(turn.workspace, target, create=not isinstance(step, DeleteStep)) as folder:
+            if resuming and folder is not None:
+                _remove_stale_temps(folder, target.name)
+            if not (resuming and _already_applied(folder, target.name, pending["sha256"])):
+                before = _read_or_none(folder, target.name, step.path)
+                intended = _intended_bytes(step, before)
+                digest = None if intended is None else hashlib.sha256(intended).hexdigest()
+                changed = bool(state.get("changed")) or intended != before
+                intent = {"path": step.path, "sha256": digest}
+                state = _saved(turn, {**state, "pending": intent, "changed": changed})
+                assert folder is not None, "only a delete finds no folder, and it fails above"
+                _replace_atomically(folder, target.name, intended)
     except OSError as exc:
         raise _StepFailed(f"could not {step.kind} {step.path}: {exc.strerror or exc}") from None
     return _saved(turn, _advanced(state))
 
 
-def _resolved(workspace: Path, path: str) -> Path:
-    """The step's target, checked now and not only at parse time: a symlink may have appeared."""
-    return resolve_inside(workspace, path)
+@contextmanager
+def _folder_of(workspace: Path, target: Path, *, create: bool) -> Iterator[int | None]:
+    """The target's folder, opened without following symlinks; None when it does not exist."""
+    try:
+        fd = open_folder_inside(workspace, target.parent, create=create)
+    except FileNotFoundError:
+        if create:
+            raise
+        yield None
+        return
+    try:
+        yield fd
+    finally:
+        os.close(fd)
 
 
 def _intended_bytes(step: FileStep, before: bytes | None) -> bytes | None:
@@ -263,66 +299,94 @@ def _intended_bytes(step: FileStep, before: bytes | None) -> bytes | None:
     return None
 
 
-def _already_applied(target: Path, digest: str | None) -> bool:
+def _already_applied(folder: int | None, name: str, digest: str | None) -> bool:
     if digest is None:
-        return not target.exists()
-    current = _read_or_none(target)
+        return folder is None or not _exists(folder, name)
+    current = None if folder is None else _read_or_none(folder, name, name)
     return current is not None and hashlib.sha256(current).hexdigest() == digest
 
 
-def _read_or_none(target: Path) -> bytes | None:
+def _exists(folder: int, name: str) -> bool:
     try:
-        return target.read_bytes()
+        os.stat(name, dir_fd=folder, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _read_or_none(folder: int | None, name: str, shown: str) -> bytes | None:
+    """The file's bytes, read without following a symlink swapped in since the check."""
+    if folder is None:
+        return None
+    try:
+        # Non-blocking, so a FIFO a command left behind cannot hang the agent.
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | _CLOEXEC, dir_fd=folder)
     except FileNotFoundError:
         return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise BoundaryError(
+                f"the file {shown[:80]} became a symlink while cairn was using it; a path that "
+                "leads outside the workspace through a symlink is refused"
+            ) from None
+        raise
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+            raise hard_link_error(shown)
+        if not stat.S_ISREG(info.st_mode) and not stat.S_ISDIR(info.st_mode):
+            raise _StepFailed(f"{shown[:80]} is not a regular file")
+        return handle.read()
 
 
-def _temp_prefix(target: Path) -> str:
+def _temp_prefix(name: str) -> str:
     # Truncated so the temporary name stays within the file system's name limit.
-    return f".{target.name[:100]}.cairn-"
+    return f".{name[:100]}.cairn-"
 
 
-def _replace_atomically(target: Path, data: bytes | None) -> None:
-    """Delete the file, or give it exactly `data`: never a half-written file, even on a crash."""
+def _replace_atomically(folder: int, name: str, data: bytes | None) -> None:
+    """Delete the file, or give it exactly `data`: never a half-written file, even on a crash.
+
+    Everything happens relative to the folder's descriptor: a rename or unlink never follows
+    a symlink, so a name swapped for one since the check is replaced, not written through.
+    """
     if data is None:
-        target.unlink()
-        _sync_folder(target.parent)
+        os.unlink(name, dir_fd=folder)
+        os.fsync(folder)
         return
-    target.parent.mkdir(parents=True, exist_ok=True)
-    existing_mode = stat.S_IMODE(target.stat().st_mode) if target.exists() else None
-    temp = target.parent / f"{_temp_prefix(target)}{secrets.token_hex(6)}.tmp"
+    try:
+        existing_mode: int | None = stat.S_IMODE(
+            os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode
+        )
+    except FileNotFoundError:
+        existing_mode = None
+    temp = f"{_temp_prefix(name)}{secrets.token_hex(6)}.tmp"
     # 0o666 lets the umask decide a new file's mode, as an ordinary write would.
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC
+    fd = os.open(temp, flags, 0o666, dir_fd=folder)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
+            if existing_mode is not None:
+                os.fchmod(handle.fileno(), existing_mode)  # an edited script stays executable
             os.fsync(handle.fileno())
-        if existing_mode is not None:
-            os.chmod(temp, existing_mode)  # an edited script stays executable
-        os.replace(temp, target)
+        os.replace(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
     except BaseException:
-        temp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            os.unlink(temp, dir_fd=folder)
         raise
-    _sync_folder(target.parent)
+    os.fsync(folder)
 
 
-def _remove_stale_temps(target: Path) -> None:
-    """Remove temporary files a crash left beside `target`, so they never reach the diff."""
-    if not target.parent.is_dir():
-        return
-    prefix = _temp_prefix(target)
-    for entry in target.parent.iterdir():
-        if entry.name.startswith(prefix) and entry.name.endswith(".tmp") and entry.is_file():
-            entry.unlink(missing_ok=True)
-
-
-def _sync_folder(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+def _remove_stale_temps(folder: int, name: str) -> None:
+    """Remove temporary files a crash left beside the target, so they never reach the diff."""
+    prefix = _temp_prefix(name)
+    for entry in os.listdir(folder):
+        if entry.startswith(prefix) and entry.endswith(".tmp"):
+            info = os.stat(entry, dir_fd=folder, follow_symlinks=False)
+            if stat.S_ISREG(info.st_mode):
+                os.unlink(entry, dir_fd=folder)
 
 
 def _with_output_tail(head: str, output: str) -> str:
@@ -331,5 +395,6 @@ def _with_output_tail(head: str, output: str) -> str:
         return f"{head}, with no output"
     budget = DIAGNOSIS_CHARS - len(head) - 40
     if len(lines) > budget:
-        lines = "…" + lines[-(budget - 1) :]
+        # Starts after a break: a secret cut in half here could no longer be recognized.
+        lines = "…" + tail(lines, budget - 1)
     return f"{head}; the last lines of its output:\n{lines}"

@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 import yaml
 
 from cairn.errors import ScriptError
+from cairn.sanitize import mask_secret_shapes
 
 # A job stores its parsed script in its immutable request; a bound keeps a YAML alias
 # bomb (one huge string referenced many times) from becoming a huge request row.
@@ -270,8 +271,9 @@ def _valid_names() -> str:
 
 
 def _shown_key(key: object) -> str:
-    # Keys come from untrusted YAML: any type, any length.
-    return repr(key)[:60] if isinstance(key, str) else f"{repr(key)[:60]} ({_type_name(key)})"
+    # Keys come from untrusted YAML: any type, any length, perhaps a pasted token.
+    shown = repr(mask_secret_shapes(key) if isinstance(key, str) else key)[:60]
+    return shown if isinstance(key, str) else f"{shown} ({_type_name(key)})"
 
 
 def _type_name(value: object) -> str:

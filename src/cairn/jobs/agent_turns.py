@@ -44,8 +44,10 @@ def _take_turn(drive: Drive, agent: Agent, saved: context.JobContext, corrective
     def save_state(state: dict[str, Any], outcome: Outcome | None = None) -> None:
         if drive.stop_requested():
             raise LeaseLost(f"job {drive.job.id} was taken from this runner")
+        # What an agent says is stored only masked (its diagnoses, summaries, asks).
+        masked = outcome.masked(drive.sanitizer.mask) if outcome is not None else None
         with drive.fenced() as conn:
-            context.save_agent_state(conn, drive.job.id, agent.name, state, outcome)
+            context.save_agent_state(conn, drive.job.id, agent.name, state, masked)
 
     turn = Turn(
         job_id=drive.job.id,
@@ -57,6 +59,7 @@ def _take_turn(drive: Drive, agent: Agent, saved: context.JobContext, corrective
         notes=tuple(saved.inbox),
         stop_requested=drive.stop_requested,
         allow_unsandboxed=drive.allow_unsandboxed,
+        hidden_paths=(drive.config.home,),
     )
     started = time.monotonic()
     outcome = agent.run_turn(turn)
@@ -73,6 +76,7 @@ def _take_turn(drive: Drive, agent: Agent, saved: context.JobContext, corrective
 
 def _settle(drive: Drive, outcome: Outcome, corrective: bool) -> Result:
     noted = Measurement("outcome", outcome.kind.value)
+    isolation = Measurement("isolation", "unproven" if outcome.isolation_unproven else "sandboxed")
     if outcome.kind is OutcomeKind.dependency_request:
         assert outcome.dependency is not None
         _ask_for_dependency(drive, outcome.dependency)
@@ -86,7 +90,7 @@ def _settle(drive: Drive, outcome: Outcome, corrective: bool) -> Result:
         # Rule 9: a lost stream that left changes continues to verification in this same job.
         summary = drive.sanitizer.clean(outcome.summary, SUMMARY_LIMIT) if outcome.summary else None
         told = Measurement("agent_summary", summary)
-        return Result(drive.worktree.content_id(), Evidence.of(noted, files, told))
+        return Result(drive.worktree.content_id(), Evidence.of(noted, files, told, isolation))
     with drive.fenced() as conn:
         context.settle(conn, drive.job.id, drive.agent_name)
     if outcome.kind is OutcomeKind.interrupted:
@@ -119,7 +123,7 @@ def _is_first_job_in_room(drive: Drive) -> bool:
 
 def _ask_for_dependency(drive: Drive, ask: DependencyAsk) -> None:
     """Record the agent's exact ask and pause at the dependency gate (or refuse it outright)."""
-    problem = dependency_problem(ask)
+    problem = dependency_problem(ask, mask=drive.sanitizer.mask)
     if problem:
         raise StageFailed(f"the agent's dependency request was refused: {problem}")
     with drive.fenced() as conn:

@@ -15,6 +15,7 @@ from cairn.engine import (
     StageFailed,
     digest,
 )
+from cairn.errors import BoundaryError
 from cairn.jobs.drive import Drive
 from cairn.sanitize import SUMMARY_LIMIT
 from cairn.stages import Gate, Stage, Verdict
@@ -40,13 +41,18 @@ def _verify(drive: Drive) -> Result:
     if not command:
         noted = Measurement("verified", "no verify command")
         return Result(_verified(tree, None, None), Evidence.of(noted, Measurement("tree", tree)))
-    result = run_in_workspace(
-        command,
-        drive.worktree.path,
-        timeout=VERIFY_TIMEOUT_SECONDS,
-        should_stop=drive.stop_requested,
-        allow_unsandboxed=drive.allow_unsandboxed,
-    )
+    try:
+        result = run_in_workspace(
+            command,
+            drive.worktree.path,
+            timeout=VERIFY_TIMEOUT_SECONDS,
+            should_stop=drive.stop_requested,
+            allow_unsandboxed=drive.allow_unsandboxed,
+            hidden=(drive.config.home,),
+        )
+    except BoundaryError as exc:
+        # A failure, not a block: resuming would only verify, and then deliver, the link.
+        raise StageFailed(f"the verify command broke the workspace boundary: {exc}") from exc
     evidence = Evidence.of(
         Measurement("verified", "verify command"),
         Measurement("exit_status", result.exit_code, Expect.equals, 0),

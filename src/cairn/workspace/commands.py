@@ -1,24 +1,50 @@
-"""Shell commands inside a workspace: an allowlisted environment, bounded output, no leftovers."""
+"""Shell commands inside a workspace: sandboxed, an allowlisted environment, bounded output.
+
+Every command runs under bubblewrap: the whole file system read-only, only the workspace and a
+private temporary folder writable, the workspace's `.git` pointer read-only, cairn's home (or
+whatever the caller hides) replaced by an empty read-only folder, no network, no capabilities,
+a session of its own, and nothing left running when it ends. Where no sandbox can be had,
+commands are refused unless the caller (the room's scope) allows running them unsandboxed.
+After every command the workspace boundary is checked: a link it made that leads outside
+fails the command.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
+import functools
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
+
+from cairn.errors import WorkspaceError
+from cairn.sanitize import tail
+from cairn.workspace.boundary import check_no_new_escapes, escaping_links
 
 OUTPUT_TAIL_BYTES = 64 * 1024
 # Only these reach a command: never CAIRN_* (the store URL would bypass fencing) nor any secret.
 _PASSED_THROUGH = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM")
 _PR_SET_PDEATHSIG = 1
+_PROBE_TIMEOUT = 20.0
+INSTALL_HINT = (
+    "install bubblewrap (for example `apt-get install bubblewrap`, `dnf install bubblewrap` or "
+    "`pacman -S bubblewrap`) and run the job again"
+)
+_ISOLATION = (
+    "--unshare-user-try", "--unshare-ipc", "--unshare-pid", "--unshare-net",
+    "--unshare-uts", "--unshare-cgroup-try",
+    "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -53,15 +79,49 @@ def run_in_workspace(
     timeout: float,
     should_stop: Callable[[], bool] = lambda: False,
     allow_unsandboxed: bool = False,
+    hidden: Iterable[Path] = (),
 ) -> CommandResult:
-    """Run `command` with /bin/sh in `workspace`; its whole process group ends with it."""
+    """Run `command` with /bin/sh in `workspace`, sandboxed; its whole process tree ends with it.
+
+    `hidden` folders (cairn's home) are invisible to the command, except the workspace and the
+    repository data its git needs (read-only). Raises WorkspaceError when no sandbox can be had
+    and `allow_unsandboxed` is false, and BoundaryError when the command left a link that
+    leads out of the workspace.
+    """
+    workspace = Path(workspace).absolute()
+    if not workspace.is_dir():
+        raise FileNotFoundError(errno.ENOENT, "the workspace folder is missing")
+    problem = sandbox_problem()
+    if problem is not None and not allow_unsandboxed:
+        raise WorkspaceError(problem)
+    before = escaping_links(workspace)
+    with tempfile.TemporaryDirectory(prefix="cairn-") as tmp:
+        private_tmp = Path(tmp).resolve()
+        shell = ["/bin/sh", "-c", command]
+        if problem is None:
+            bwrap = _bwrap_path()
+            assert bwrap is not None, "sandbox_problem found it"
+            shell = sandbox_argv(bwrap, workspace, private_tmp, hidden) + shell
+        result = _run(shell, workspace, private_tmp, timeout, should_stop)
+    check_no_new_escapes(before, escaping_links(workspace))
+    return CommandResult(*result, sandboxed=problem is None)
+
+
+def _run(
+    argv: list[str],
+    workspace: Path,
+    private_tmp: Path,
+    timeout: float,
+    should_stop: Callable[[], bool],
+) -> tuple[int | None, str, bool]:
+    """Run `argv` in its own process group: (exit code or None, output tail, stopped)."""
     # Output goes to a file, not a pipe: memory stays bounded and a background child holding
     # a pipe open cannot keep the caller waiting.
-    with tempfile.TemporaryFile() as output, tempfile.TemporaryDirectory(prefix="cairn-") as tmp:
+    with tempfile.TemporaryFile() as output:
         process = subprocess.Popen(
-            ["/bin/sh", "-c", command],
+            argv,
             cwd=workspace,
-            env=command_environment(Path(tmp)),
+            env=command_environment(private_tmp),
             stdin=subprocess.DEVNULL,
             stdout=output,
             stderr=subprocess.STDOUT,
@@ -72,11 +132,99 @@ def run_in_workspace(
             ended, stopped = _wait_unreaped(process, timeout, should_stop)
         finally:
             # Leftovers (background jobs, a timed-out tree) do not outlive the command. Only
-            # while the shell is unreaped can its group id not have been reused.
+            # while the shell is unreaped can its group id not have been reused. In the
+            # sandbox, ending bubblewrap ends its whole PID namespace.
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(process.pid, signal.SIGKILL)
             code = process.wait()
-        return CommandResult(code if ended else None, _tail(output), stopped)
+        return (code if ended else None), _tail(output), stopped
+
+
+def sandbox_argv(
+    bwrap: str, workspace: Path, private_tmp: Path, hidden: Iterable[Path]
+) -> list[str]:
+    """The bubblewrap prefix that confines a command to `workspace` and `private_tmp`."""
+    workspace = workspace.resolve()
+    argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    argv += ["--tmpfs", "/dev/shm"]  # private and gone with the command (multiprocessing needs it)
+    covers = [Path(h).resolve() for h in hidden if Path(h).is_dir()]
+    for folder in covers:
+        argv += ["--tmpfs", str(folder)]
+    for folder in _git_folders(workspace):
+        # The workspace's own git data stays readable (read-only) even inside a hidden home.
+        argv += ["--ro-bind", str(folder), str(folder)]
+    argv += ["--bind", str(workspace), str(workspace)]
+    dot_git = workspace / ".git"
+    if dot_git.exists() and not dot_git.is_symlink():
+        # The pointer to the repository's data: rewritten, it would aim cairn's own git at a
+        # repository the command made (with its own filters and hooks).
+        argv += ["--ro-bind", str(dot_git), str(dot_git)]
+    argv += ["--bind", str(private_tmp), str(private_tmp)]
+    for folder in covers:
+        argv += ["--remount-ro", str(folder)]
+    return [*argv, *_ISOLATION, "--chdir", str(workspace), "--"]
+
+
+def _git_folders(workspace: Path) -> list[Path]:
+    """The worktree's admin folder and the repository it belongs to, from its `.git` file."""
+    try:
+        pointer = (workspace / ".git").read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return []
+    if not pointer.startswith("gitdir:"):
+        return []
+    admin = (workspace / pointer.removeprefix("gitdir:").strip()).resolve()
+    try:
+        common = (admin / (admin / "commondir").read_text(encoding="utf-8").strip()).resolve()
+    except (OSError, UnicodeDecodeError):
+        common = admin
+    found = [common] if common.is_dir() else []
+    if admin.is_dir() and common not in (admin, *admin.parents):
+        found.append(admin)
+    return found
+
+
+def _bwrap_path() -> str | None:
+    return shutil.which("bwrap")
+
+
+def sandbox_problem() -> str | None:
+    """Why commands cannot run sandboxed here (with what to do), or None when they can."""
+    return _probe(_bwrap_path())
+
+
+@functools.lru_cache(maxsize=4)
+def _probe(bwrap: str | None) -> str | None:
+    if bwrap is None:
+        return f"cairn runs commands in a sandbox, and bubblewrap is not installed; {INSTALL_HINT}"
+    with tempfile.TemporaryDirectory(prefix="cairn-") as tmp:
+        folder = Path(tmp).resolve()
+        argv = [*sandbox_argv(bwrap, folder, folder, ()), "/bin/sh", "-c", "exit 0"]
+        try:
+            done = subprocess.run(
+                argv,
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=_PROBE_TIMEOUT,
+                stdin=subprocess.DEVNULL,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            reason = getattr(exc, "strerror", None) or "it did not answer"
+            return _unusable(reason)
+    if done.returncode != 0:
+        return _unusable(done.stderr.strip().splitlines()[-1][:200] if done.stderr.strip() else "")
+    return None
+
+
+def _unusable(reason: str) -> str:
+    why = f" ({reason})" if reason else ""
+    return (
+        f"cairn runs commands in a sandbox, and bubblewrap cannot create one here{why}; allow "
+        "unprivileged user namespaces (for example `sysctl kernel.unprivileged_userns_clone=1`) "
+        "or let the room run commands unsandboxed in its scope, knowing isolation is unproven"
+    )
 
 
 def _die_with_parent() -> Callable[[], None] | None:
@@ -117,4 +265,6 @@ def _has_exited(process: subprocess.Popen[bytes]) -> bool:
 def _tail(output: IO[bytes]) -> str:
     size = output.seek(0, os.SEEK_END)
     output.seek(max(0, size - OUTPUT_TAIL_BYTES))
-    return output.read().decode("utf-8", errors="replace")
+    text = output.read().decode("utf-8", errors="replace")
+    # Cut output starts after a line break, so no secret survives as a half nobody can mask.
+    return tail(text, len(text) - 1) if size > OUTPUT_TAIL_BYTES else text

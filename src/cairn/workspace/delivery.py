@@ -17,11 +17,13 @@ from pathlib import Path
 from cairn.errors import WorkspaceError
 from cairn.workspace.git import (
     IDENTITY,
+    LOCAL_TRANSPORT,
     GitError,
     check_branch_name,
     local_path,
     run_git,
     transport_address,
+    transport_settings,
     try_git,
 )
 from cairn.workspace.mirror import Mirror, checked_out_base, checkout_changes
@@ -44,7 +46,7 @@ def remote_branch_sha(repo: str, branch: str) -> str | None:
     """The sha `branch` points at in the repository `repo`, or None when it does not exist."""
     ref = f"refs/heads/{branch}"
     out = run_git(
-        "ls-remote", "--", transport_address(repo), ref,
+        *transport_settings(repo), "ls-remote", "--", transport_address(repo), ref,
         cwd="/",  # a neutral folder: the caller's current folder may be any repository
         failure="git could not read the branches of the room's repository",
     )  # fmt: skip
@@ -174,7 +176,10 @@ def _publish(mirror: Mirror, sha: str, ref: str, failure: str) -> None:
         address = transport_address(mirror.repo)
         mirror.git("push", "--quiet", "--no-verify", "--", address, f"{sha}:{ref}", failure=failure)
         return
+    # Runs inside the person's repository, whose config is not cairn's: the file protocol only,
+    # so its `url.*.insteadOf` cannot turn this into an ssh call running its `core.sshCommand`.
     run_git(
+        *LOCAL_TRANSPORT,
         "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules",
         "--", str(mirror.path.absolute()), f"{sha}:{ref}",
         cwd=target, failure=failure,

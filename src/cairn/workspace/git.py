@@ -1,9 +1,15 @@
 """The one door to the git CLI: every call hardened, every failure a plain-words WorkspaceError.
 
 Hardening: repositories cairn touches may belong to someone else, and a repository's own
-hooks and config can name programs to run. Command-line `-c` settings outrank every config
-file, so each call switches off the settings that would run such programs during cairn's
-own operations (hooks, fsmonitor, signing, auto-gc, submodule recursion, `ext::` URLs).
+hooks, config and attributes can name programs to run. Command-line `-c` settings outrank
+every config file, so each call switches off what would run such programs during cairn's own
+operations: hooks, fsmonitor, signing and signature checks, auto-gc and maintenance, submodule
+recursion, `ext::` URLs, the pager, editors, alternate-refs commands, and every filter, diff
+and merge driver the repository's config names (found by reading the config, then each one
+overridden to nothing). Diffs never use external diff programs or textconv. Transports to a
+local path may use the file protocol only, so a repository's `url.*.insteadOf` cannot turn
+them into an ssh call with its own `core.sshCommand`. `uploadpack.packObjectsHook` is honoured
+by git only from the user's own (not a repository's) config, which cairn leaves alone.
 """
 
 from __future__ import annotations
@@ -18,21 +24,62 @@ from typing import NamedTuple
 from cairn.errors import WorkspaceError
 
 HARDENING: tuple[str, ...] = (
+    "--no-pager",
     "-c", "core.hooksPath=/dev/null",
     "-c", "core.fsmonitor=false",
+    "-c", "core.pager=cat",
+    "-c", "core.alternateRefsCommand=",
     "-c", "protocol.ext.allow=never",
     "-c", "commit.gpgSign=false",
+    "-c", "tag.gpgSign=false",
+    "-c", "merge.verifySignatures=false",
+    "-c", "log.showSignature=false",
     "-c", "submodule.recurse=false",
+    "-c", "fetch.recurseSubmodules=false",
     # Auto-gc forks a background process in whichever repository it runs in; a person's
     # repository is not cairn's to repack, and a detached gc outlives cairn's lock.
     "-c", "gc.auto=0",
     "-c", "maintenance.auto=false",
 )  # fmt: skip
 
+LOCAL_TRANSPORT: tuple[str, ...] = (
+    "-c", "protocol.allow=never",
+    "-c", "protocol.file.allow=always",
+)  # fmt: skip
+"""Pass to a call whose transport is a local path: nothing may rewrite it into another protocol."""
+
+# Config keys naming a program per driver: `filter.<name>.clean` and friends. Each one found is
+# overridden with an empty value (and `required` with false), which git reads as "no driver".
+# The overrides travel as GIT_CONFIG_KEY_n/VALUE_n, which (unlike `-c key=value`) cannot be
+# misread when a hostile driver name itself contains `=`.
+_DRIVER_KEYS = re.compile(
+    r"(?is)(filter\..+\.(?:clean|smudge|process|required)|diff\..+\.(?:command|textconv)"
+    r"|merge\..+\.driver)"
+)
+_DRIVER_QUERY = (
+    r"^(filter|diff|merge)\..+\.(clean|smudge|process|required|command|textconv|driver)$"
+)
+# Commands that never read files of a working tree. Every other command may: even `write-tree`
+# re-reads a racily clean file through its clean filter, so those get the driver overrides.
+_NO_CONTENT_COMMANDS = frozenset(
+    {"bundle", "cat-file", "check-ref-format", "clone", "commit-tree", "config", "diff-tree",
+     "fetch", "for-each-ref", "init", "ls-remote", "merge-base", "push", "rev-list",
+     "rev-parse", "show-ref", "symbolic-ref", "update-ref"}
+)  # fmt: skip
+_DIFF_COMMANDS = frozenset({"diff", "log", "show"})
+
 IDENTITY: tuple[str, ...] = ("-c", "user.name=cairn", "-c", "user.email=cairn@localhost")
 """Pass to any call that creates a commit, so every cairn commit has one author."""
 
-_FIXED_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"}
+_FIXED_ENV = {
+    "GIT_TERMINAL_PROMPT": "0",
+    "GIT_OPTIONAL_LOCKS": "0",
+    "LC_ALL": "C",
+    "GIT_PAGER": "cat",  # outranks `pager.<command>`, which a repository's config may set
+    "PAGER": "cat",
+    "GIT_EDITOR": ":",  # git reads `:` as "no editor"
+    "GIT_SEQUENCE_EDITOR": ":",
+}
 
 # Inherited variables that would point git at another repository, index or config than the
 # one cairn names (cairn may itself run inside a git hook), or override cairn's identity.
@@ -117,6 +164,11 @@ def transport_address(repo: str) -> str:
     return repo if path is None else str(path)
 
 
+def transport_settings(repo: str) -> tuple[str, ...]:
+    """Extra settings for a fetch, push or clone that talks to `repo`."""
+    return LOCAL_TRANSPORT if local_path(repo) is not None else ()
+
+
 def check_branch_name(branch: str) -> None:
     """Refuse a branch name git would not accept, before it reaches any refspec."""
     result = try_git("check-ref-format", f"refs/heads/{branch}", cwd="/")
@@ -133,13 +185,19 @@ def _run(
     failure: str | None,
     timeout: float | None,
 ) -> subprocess.CompletedProcess[str]:
-    command = ["git", *HARDENING, *args]
+    # A neutral folder by default: the caller's current folder may be any repository.
+    where = "/" if cwd is None else cwd
+    environ = git_environment(env)
+    environ.update(_driver_overrides(args, where, environ))
+    command = ["git", *HARDENING, *_with_no_ext_diff(args)]
     try:
         return subprocess.run(
             command,
-            cwd=cwd,
-            env=git_environment(env),
+            cwd=where,
+            env=environ,
             input=input,
+            # Without input, none at all: nothing git starts may wait on cairn's own stdin.
+            **({} if input is not None else {"stdin": subprocess.DEVNULL}),
             capture_output=True,
             text=True,
             # Paths git prints may not be UTF-8; keep their bytes round-trippable.
@@ -152,6 +210,56 @@ def _run(
         raise GitError(f"{failure or _default_failure(args)}: {missing}") from None
     except subprocess.TimeoutExpired:
         raise GitError(f"{failure or _default_failure(args)}: git did not finish in time") from None
+
+
+def _subcommand(args: tuple[str, ...]) -> tuple[int, str | None]:
+    """Where the git subcommand sits in `args` (after `-c` pairs and options), and its name."""
+    index = 0
+    while index < len(args):
+        word = args[index]
+        if word == "-c":
+            index += 2
+        elif word.startswith("-"):
+            index += 1
+        else:
+            return index, word
+    return index, None
+
+
+def _with_no_ext_diff(args: tuple[str, ...]) -> tuple[str, ...]:
+    index, name = _subcommand(args)
+    if name not in _DIFF_COMMANDS:
+        return args
+    return (*args[: index + 1], "--no-ext-diff", "--no-textconv", *args[index + 1 :])
+
+
+def _driver_overrides(
+    args: tuple[str, ...], cwd: Path | str, environ: Mapping[str, str]
+) -> dict[str, str]:
+    """Settings (as environment) that switch off every filter, diff and merge driver in config."""
+    if _subcommand(args)[1] in _NO_CONTENT_COMMANDS:
+        return {}
+    try:
+        found = subprocess.run(
+            ["git", *HARDENING, "config", "-z", "--name-only", "--get-regexp", _DRIVER_QUERY],
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            env=environ,
+            capture_output=True,
+            text=True,
+            errors="surrogateescape",
+            check=False,
+        )
+    except OSError:
+        return {}  # the command itself will report what is missing
+    keys = [key for key in found.stdout.split("\0") if _DRIVER_KEYS.fullmatch(key)]
+    overrides = {"GIT_CONFIG_COUNT": str(len(keys))} if keys else {}
+    for number, key in enumerate(keys):
+        overrides[f"GIT_CONFIG_KEY_{number}"] = key
+        overrides[f"GIT_CONFIG_VALUE_{number}"] = (
+            "false" if key.lower().endswith(".required") else ""
+        )
+    return overrides
 
 
 def _default_failure(args: tuple[str, ...]) -> str:

@@ -18,6 +18,7 @@ from cairn.workspace.git import (
     local_path,
     run_git,
     transport_address,
+    transport_settings,
     try_git,
 )
 
@@ -77,7 +78,13 @@ class Mirror:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         address = transport_address(self.repo)
         try:
-            run_git("clone", "--bare", "--quiet", "--template=", "--", address, str(staging))
+            # --no-local: even a local source goes through git's transport, never a file copy
+            # of its object folder (which a hostile repository could fill with symlinks).
+            run_git(
+                *transport_settings(self.repo),
+                "clone", "--bare", "--no-local", "--quiet", "--template=",
+                "--", address, str(staging),
+            )  # fmt: skip
         except GitError as exc:
             raise GitError(
                 "git could not copy the room's repository; check that it exists and is reachable",
@@ -93,8 +100,9 @@ class Mirror:
         address = transport_address(self.repo)
         try:
             self.git(
-                "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--", address, refspec
-            )
+                *transport_settings(self.repo),
+                "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--", address, refspec,
+            )  # fmt: skip
         except GitError as exc:
             if "couldn't find remote ref" in exc.detail:
                 message = (

@@ -28,7 +28,14 @@ class Worktree:
         return f"refs/heads/{self.branch}"
 
     def git(self, *args: str, **kwargs: Any) -> str:
-        """Run a hardened git command inside the worktree."""
+        """Run a hardened git command inside the worktree, while it still belongs to the mirror."""
+        if not self._links_to_mirror():
+            # The agent owns the worktree's files; a rewritten `.git` would aim cairn's git at
+            # a repository of the agent's making, with its own config.
+            raise WorkspaceError(
+                "the job's workspace no longer points at cairn's copy of the repository (its "
+                ".git was changed or removed); cairn will not run git there"
+            )
         return run_git(*args, cwd=self.path, **kwargs)
 
     def ensure(self, baseline: str) -> None:
