@@ -7,11 +7,18 @@ from pathlib import Path
 import sqlalchemy as sa
 import typer
 
-from cairn.cli import authority_commands, gate_commands, job_commands, setup_commands
+from cairn.cli import (
+    authority_commands,
+    cache_commands,
+    gate_commands,
+    job_commands,
+    setup_commands,
+)
 from cairn.cli.context import Session, errors
 from cairn.cli.demo import demo
 from cairn.config import Config
 from cairn.errors import CairnError
+from cairn.sanitize import edge_sanitizer
 
 app = typer.Typer(
     name="cairn",
@@ -39,6 +46,7 @@ app.command()(setup_commands.init)
 app.add_typer(authority_commands.user_app, name="user")
 app.add_typer(authority_commands.group_app, name="group")
 app.add_typer(setup_commands.room_app, name="room")
+app.add_typer(cache_commands.cache_app, name="cache")
 for command in (
     job_commands.submit,
     job_commands.run,
@@ -64,7 +72,8 @@ def main() -> None:
     try:
         app()
     except CairnError as exc:
-        errors.print(f"error: {exc}")
+        # An error may quote what a person typed (a token pasted by mistake): mask it too.
+        errors.print(f"error: {edge_sanitizer().clean(str(exc), 2000)}")
         raise SystemExit(exc.exit_code) from None
     except OSError as exc:
         # The message names what failed, never the file: paths stay out of what users see.

@@ -1,1 +1,51 @@
-"""Dependencies: what an agent may ask for, and (later) how approved packages are installed."""
+"""Dependencies: exact-version requests, a constrained installer, and a fingerprinted cache.
+
+An agent asks for one exact package version (`requests`); once a person approves it,
+`add_dependency` records it in the job's declarations and lockfile through an `Installer`
+(`get_installer("uv" | "npm")`) working on a temporary copy. `DependencyCache.prepare` then
+builds, audits (`Auditor`: `OsvDirectory`, `OsvService`) and stores the result read-only under
+its `fingerprint`, or reuses it without any install when the fingerprint is known;
+`DependencyCache.materialize` hardlinks it into a workspace after verifying its content.
+"""
+
+from __future__ import annotations
+
+from cairn.deps.audit import Auditor, Finding, OsvDirectory, OsvService, bundled_advisories
+from cairn.deps.cache import DependencyCache, content_identity
+from cairn.deps.fingerprint import DependencyInputs, Environment, fingerprint, read_inputs
+from cairn.deps.installer import (
+    Installer,
+    InstallError,
+    Package,
+    QuarantinedError,
+    add_dependency,
+    get_installer,
+    installer_for,
+    locked_packages,
+)
+from cairn.deps.npm import NpmInstaller
+from cairn.deps.uv import UvInstaller
+
+__all__ = [
+    "Auditor",
+    "DependencyCache",
+    "DependencyInputs",
+    "Environment",
+    "Finding",
+    "InstallError",
+    "Installer",
+    "NpmInstaller",
+    "OsvDirectory",
+    "OsvService",
+    "Package",
+    "QuarantinedError",
+    "UvInstaller",
+    "add_dependency",
+    "bundled_advisories",
+    "content_identity",
+    "fingerprint",
+    "get_installer",
+    "installer_for",
+    "locked_packages",
+    "read_inputs",
+]

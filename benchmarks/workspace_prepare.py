@@ -1,0 +1,199 @@
+"""Preparing a workspace's dependencies: cold install, warm install, and cairn's fingerprint hit.
+
+Builds two realistic projects against the real registries, then measures in one run:
+
+- cold: `uv sync --frozen` / `npm ci` into a fresh workspace with an empty package cache;
+- warm: the same into another fresh workspace, the package manager's cache now full;
+- cairn hit: a new job's workspace with the same lockfile, through `cairn.deps` (read inputs,
+  fingerprint, ledger lookup, advisory re-check, content verification, hardlinks).
+
+Prints the medians and the ratios. Run: `.venv/bin/python benchmarks/workspace_prepare.py`
+(needs uv, npm and network). Not part of the test suite.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from cairn.deps import (
+    DependencyCache,
+    Installer,
+    NpmInstaller,
+    OsvDirectory,
+    UvInstaller,
+    bundled_advisories,
+    read_inputs,
+)
+from cairn.deps import npm as npm_module
+from cairn.deps import uv as uv_module
+from cairn.store import Store
+
+PYTHON_DEPENDENCIES = [
+    "requests==2.32.3", "rich==13.9.4", "pydantic==2.10.4", "httpx==0.28.1", "click==8.1.8",
+    "jinja2==3.1.5", "pyyaml==6.0.2", "attrs==24.3.0", "python-dateutil==2.9.0.post0",
+    "sqlalchemy==2.0.36", "pytest==8.3.4", "tomli-w==1.1.0", "packaging==24.2",
+]  # fmt: skip
+NPM_DEPENDENCIES = {
+    "express": "4.21.2", "eslint": "8.57.1", "mocha": "10.8.2", "lodash": "4.17.21",
+    "axios": "1.7.9", "commander": "12.1.0", "chalk": "4.1.2", "webpack-cli": "5.1.4",
+}  # fmt: skip
+REPEATS = 5
+
+
+def main() -> None:
+    uv = str(Path(sys.executable).parent / "uv") if shutil.which("uv") is None else "uv"
+    with tempfile.TemporaryDirectory(prefix="cairn-bench-") as tmp:
+        root = Path(tmp)
+        store = Store.open(f"sqlite:///{root / 'cairn.db'}", create=True)
+        auditors = [OsvDirectory(bundled_advisories())]
+        cache = DependencyCache(store, root / "deps", auditors=auditors)
+        rows = [
+            measure_python(root / "py", uv, cache),
+            measure_npm(root / "npm", cache),
+        ]
+        store.close()
+    report(rows)
+
+
+def measure_python(base: Path, uv: str, cache: DependencyCache) -> dict[str, object]:
+    project = base / "project"
+    project.mkdir(parents=True)
+    deps = ", ".join(f'"{d}"' for d in PYTHON_DEPENDENCIES)
+    (project / "pyproject.toml").write_text(
+        f'[project]\nname = "bench"\nversion = "0.1.0"\nrequires-python = ">=3.11"\n'
+        f"dependencies = [{deps}]\n"
+    )
+    # Locking fills its own cache: the cold install below starts from an empty one.
+    lock_env = tool_env(base / "home", UV_CACHE_DIR=str(base / "uv-lock-cache"))
+    run([uv, "lock", "--no-config", "--python", sys.executable], project, lock_env)
+    env = tool_env(base / "home", UV_CACHE_DIR=str(base / "uv-cache"))
+
+    def uv_sync(workspace: Path, *extra: str) -> None:
+        copy_inputs(project, workspace, ("pyproject.toml", "uv.lock"))
+        args = [uv, "sync", "--no-config", "--frozen", "--no-install-project", *extra]
+        run([*args, "--python", sys.executable], workspace, env)
+
+    cold = timed(lambda: uv_sync(base / "cold"))
+    warm = median(lambda n: uv_sync(base / f"warm-{n}"))
+    warm_pyc = median(lambda n: uv_sync(base / f"warm-pyc-{n}", "--compile-bytecode"))
+    installer = UvInstaller(uv=shutil.which(uv) or uv, download_cache=base / "cairn-uv-cache")
+    probes = (uv_module.uv_version, uv_module.python_facts)
+    return measure_cairn(
+        "python (uv)", project, base, installer, cache, probes,
+        {"cold": cold, "warm": warm, "warm_compiled": warm_pyc},
+    )  # fmt: skip
+
+
+def measure_npm(base: Path, cache: DependencyCache) -> dict[str, object]:
+    project = base / "project"
+    project.mkdir(parents=True)
+    manifest = {"name": "bench", "version": "1.0.0", "private": True}
+    (project / "package.json").write_text(json.dumps(manifest | {"dependencies": NPM_DEPENDENCIES}))
+    flags = ["--ignore-scripts", "--no-audit", "--no-fund"]
+    lock_env = tool_env(base / "home", npm_config_cache=str(base / "npm-lock-cache"))
+    run(["npm", "install", "--package-lock-only", *flags], project, lock_env)
+    env = tool_env(base / "home", npm_config_cache=str(base / "npm-cache"))
+
+    def npm_ci(workspace: Path) -> None:
+        copy_inputs(project, workspace, ("package.json", "package-lock.json"))
+        run(["npm", "ci", *flags], workspace, env)
+
+    cold = timed(lambda: npm_ci(base / "cold"))
+    warm = median(lambda n: npm_ci(base / f"warm-{n}"))
+    installer = NpmInstaller(download_cache=base / "cairn-npm-cache")
+    probes = (npm_module.npm_version, npm_module.node_version)
+    return measure_cairn(
+        "npm", project, base, installer, cache, probes, {"cold": cold, "warm": warm}
+    )
+
+
+def measure_cairn(
+    label: str,
+    project: Path,
+    base: Path,
+    installer: Installer,
+    cache: DependencyCache,
+    probes: tuple[Callable[..., object], ...],
+    baseline: dict[str, float],
+) -> dict[str, object]:
+    """cairn's first preparation (a build), then hits into new workspaces: warm and cold probes."""
+    names = (installer.declarations, installer.lockfile)
+
+    def prepare(workspace: Path) -> int:
+        copy_inputs(project, workspace, names)
+        record = cache.prepare(installer, read_inputs(workspace, installer))
+        return cache.materialize(installer, record, workspace)
+
+    first = timed(lambda: prepare(base / "cairn-first"))
+    record = cache.prepare(installer, read_inputs(base / "cairn-first", installer))
+    hit = median(lambda n: prepare(base / f"cairn-hit-{n}"))
+
+    def fresh_process(n: int) -> None:
+        for probe in probes:  # what a new runner process pays once: `uv --version` and the like
+            probe.cache_clear()  # type: ignore[attr-defined]
+        prepare(base / f"cairn-hit-cold-probes-{n}")
+
+    hit_new_process = median(fresh_process)
+    return {
+        "label": label,
+        "packages": record.package_count,
+        "size_mib": (record.size_bytes or 0) / 2**20,
+        "files": sum(len(files) for _, _, files in os.walk(cache.entry_path(record.fingerprint))),
+        "cairn_first": first,
+        "cairn_hit": hit,
+        "cairn_hit_new_process": hit_new_process,
+        **baseline,
+    }
+
+
+def report(rows: list[dict[str, object]]) -> None:
+    for row in rows:
+        hit = float(row["cairn_hit"])  # type: ignore[arg-type]
+        print(f"\n{row['label']}: {row['packages']} packages, {row['files']} files, "
+              f"{row['size_mib']:.1f} MiB")  # fmt: skip
+        for key in ("cold", "warm", "warm_compiled", "cairn_first", "cairn_hit",
+                    "cairn_hit_new_process"):  # fmt: skip
+            if key in row:
+                seconds = float(row[key])  # type: ignore[arg-type]
+                ratio = f"{seconds / hit:6.1f}x the cairn hit" if key != "cairn_hit" else ""
+                print(f"  {key:<24} {seconds:8.3f} s  {ratio}")
+
+
+def median(action: Callable[[int], object]) -> float:
+    return statistics.median(timed(lambda n=n: action(n)) for n in range(REPEATS))
+
+
+def timed(action: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    action()
+    return time.perf_counter() - start
+
+
+def copy_inputs(project: Path, workspace: Path, names: tuple[str, ...]) -> None:
+    workspace.mkdir(parents=True)
+    for name in names:
+        shutil.copyfile(project / name, workspace / name)
+
+
+def tool_env(home: Path, **extra: str) -> dict[str, str]:
+    home.mkdir(parents=True, exist_ok=True)
+    keep = ("PATH", "SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS", "HTTPS_PROXY")
+    env = {k: os.environ[k] for k in keep if k in os.environ}
+    return env | {"HOME": str(home), "npm_config_update_notifier": "false"} | extra
+
+
+def run(argv: list[str], cwd: Path, env: dict[str, str]) -> None:
+    subprocess.run(argv, cwd=cwd, env=env, check=True, capture_output=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,122 @@
+"""`cairn cache`: list, verify and prune this host's dependency cache."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from cairn.cli.context import JSON_OPTION, Session, console, print_json, session
+from cairn.deps.cache import DependencyCache
+from cairn.errors import UsageError
+from cairn.store.dependency_caches import CacheRecord, CacheStatus
+
+cache_app = typer.Typer(
+    help="Inspect and tidy the dependency cache (read-only entries, one per fingerprint).",
+    no_args_is_help=True,
+)
+
+
+def cache_root(s: Session) -> Path:
+    """Where this home keeps its dependency cache entries."""
+    return s.config.home / "deps"
+
+
+@cache_app.command("list")
+def list_entries(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
+    """List this host's entries: fingerprint, ecosystem, status, packages and size."""
+    s = session(ctx)
+    with s.store() as store:
+        rows = [entry_row(r) for r in DependencyCache(store, cache_root(s)).entries()]
+    if as_json:
+        print_json(rows)
+        return
+    if not rows:
+        console.print("the dependency cache is empty")
+    for row in rows:
+        console.print(_line(row))
+
+
+@cache_app.command("verify")
+def verify(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
+    """Recompute every ready entry's content identity; quarantine those that changed."""
+    s = session(ctx)
+    with s.store() as store:
+        cache = DependencyCache(store, cache_root(s))
+        before = {r.id: r.status for r in cache.entries()}
+        after = cache.verify_all()
+    changed = [
+        r
+        for r in after
+        if before.get(r.id) is CacheStatus.ready and r.status is CacheStatus.quarantined
+    ]
+    if as_json:
+        print_json([entry_row(r) | {"changed": r in changed} for r in after])
+    else:
+        ready = sum(1 for r in after if r.status is CacheStatus.ready)
+        console.print(f"{ready} ready entries match their recorded content")
+        for record in changed:
+            console.print(f"quarantined {record.fingerprint[:12]}: {record.diagnosis}")
+    if changed:
+        raise typer.Exit(1)
+
+
+@cache_app.command("prune")
+def prune(
+    ctx: typer.Context,
+    everything: bool = typer.Option(
+        False, "--all", help="Also remove ready entries (the next job prepares them again)."
+    ),
+    unused_days: int | None = typer.Option(
+        None, "--unused-days", help="Also remove ready entries unused for this many days."
+    ),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Remove failed, quarantined and abandoned entries (entries in use are kept)."""
+    if unused_days is not None and unused_days < 0:
+        raise UsageError("--unused-days must be zero or more, for example --unused-days 30")
+    unused = timedelta(days=unused_days) if unused_days is not None else None
+    s = session(ctx)
+    with s.store() as store:
+        removed = DependencyCache(store, cache_root(s)).prune(
+            everything=everything, unused_for=unused
+        )
+    if as_json:
+        print_json([entry_row(r) for r in removed])
+        return
+    freed = sum(r.size_bytes or 0 for r in removed)
+    console.print(f"removed {len(removed)} entries, {_size(freed)} freed")
+
+
+def entry_row(record: CacheRecord) -> dict[str, Any]:
+    """One entry as `cache list --json` prints it."""
+    return {
+        "fingerprint": record.fingerprint,
+        "ecosystem": record.ecosystem,
+        "status": record.status.value,
+        "package_count": record.package_count,
+        "size_bytes": record.size_bytes,
+        "diagnosis": record.diagnosis,
+        "created_at": record.created_at.isoformat(),
+        "last_used_at": record.updated_at.isoformat(),
+    }
+
+
+def _line(row: dict[str, Any]) -> str:
+    count = row["package_count"] if row["package_count"] is not None else "-"
+    text = (
+        f"{row['fingerprint'][:12]}  {row['ecosystem']:<5} {row['status']:<11} "
+        f"{count:>5} packages  {_size(row['size_bytes'] or 0):>9}"
+    )
+    return f"{text}  {row['diagnosis']}" if row["diagnosis"] else text
+
+
+def _size(size: int) -> str:
+    value = float(size)
+    for unit in ("B", "KiB", "MiB"):
+        if value < 1024:
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GiB"

@@ -1,0 +1,245 @@
+"""The constrained installer: one Protocol, a registry by short name, and how tools are run.
+
+An installer never touches a checkout: `add` edits a temporary copy of the dependency inputs,
+`prepare` builds from another temporary copy, and both run the package manager with a private
+HOME and cache, the approved source only, no install scripts and no builds from source.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import platform
+import re
+import signal
+import subprocess
+import tempfile
+import tomllib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from cairn.agents.base import DependencyAsk
+from cairn.deps.fingerprint import (
+    DependencyInputs,
+    Environment,
+    inputs_copy,
+    read_inputs,
+    write_inputs,
+)
+from cairn.deps.requests import dependency_problem, label, normalized_name
+from cairn.errors import UsageError, WorkspaceError
+from cairn.sanitize import Sanitizer
+
+OUTPUT_TAIL_CHARS = 16_000
+DEFAULT_TIMEOUT = 900.0
+# Only these reach a package manager: no UV_*/npm_config_* from the runner's environment, no
+# tokens. The network settings are the host's: the proxy and the certificate authorities the
+# host trusts (a TLS-inspecting proxy needs both).
+_PASSED_THROUGH = (
+    "PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ",
+    "HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy",
+    "SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS",
+)  # fmt: skip
+
+
+class InstallError(WorkspaceError):
+    """The installer refused the inputs or could not prepare them (the message says why)."""
+
+
+class QuarantinedError(InstallError):
+    """A cache entry is quarantined: a high-risk advisory, or content changed after it was built."""
+
+
+@dataclass(frozen=True)
+class Package:
+    """One resolved package version."""
+
+    name: str
+    version: str
+
+
+@dataclass(frozen=True)
+class ToolRun:
+    """How one package-manager command ended."""
+
+    exit_code: int | None
+    """None when it ran out of time."""
+    output: str
+    """The tail of its combined output: for diagnosis only, never shown unmasked."""
+
+
+Runner = Callable[[Sequence[str], Path, dict[str, str], float], ToolRun]
+
+
+class Installer(Protocol):
+    """A package manager driven within cairn's rules (uv for PyPI, npm for npm)."""
+
+    name: str
+    ecosystem: str
+    declarations: str
+    """The package declarations file: `pyproject.toml` or `package.json`."""
+    lockfile: str
+    config: tuple[str, ...]
+    """Configuration files whose allowlisted keys enter the fingerprint."""
+    target: str
+    """The folder materialized into a workspace: `.venv` or `node_modules`."""
+
+    def environment(self) -> Environment:
+        """Tool, interpreter, platform and approved source: the non-file part of a fingerprint."""
+        ...
+
+    def add(self, inputs_dir: Path, name: str, version: str) -> None:
+        """Record one approved exact version in the declarations and lockfile in `inputs_dir`."""
+        ...
+
+    def prepare(self, inputs_dir: Path, entry_dir: Path) -> None:
+        """Build `entry_dir/<target>` from a temporary copy of the inputs in `inputs_dir`."""
+        ...
+
+    def resolved(self, root: Path) -> list[Package]:
+        """The packages installed in `root/<target>` (an entry or a materialized workspace)."""
+        ...
+
+
+def get_installer(name: str, **options: Any) -> Installer:
+    """The installer called `name` ("uv" or "npm"), built with `options`."""
+    found = _installers().get(name) if isinstance(name, str) else None
+    if found is None:
+        shown = name if isinstance(name, str) and re.fullmatch(r"[\w.-]{1,20}", name) else None
+        what = f"unknown installer {shown!r}" if shown else "no known installer was named"
+        raise UsageError(f"{what}; valid installers: {', '.join(sorted(_installers()))}")
+    installer: Installer = found(**options)
+    return installer
+
+
+def installer_for(ecosystem: str, **options: Any) -> Installer:
+    """The installer of an ecosystem ("pypi" -> uv, "npm" -> npm)."""
+    names = {"pypi": "uv", "npm": "npm"}
+    if ecosystem not in names:
+        raise UsageError(f"unknown ecosystem; use one of {', '.join(sorted(names))}")
+    return get_installer(names[ecosystem], **options)
+
+
+def _installers() -> dict[str, type[Any]]:
+    # Imported here, not at the top: both implementations build on this module.
+    from cairn.deps.npm import NpmInstaller
+    from cairn.deps.uv import UvInstaller
+
+    return {"uv": UvInstaller, "npm": NpmInstaller}
+
+
+def add_dependency(installer: Installer, workspace: Path, name: str, version: str) -> int:
+    """Record an approved `name==version` in the job workspace's declarations and lockfile.
+
+    The package manager edits a temporary copy; only the two resulting files are written back
+    into the workspace (the job's own change). Returns the lockfile's package count.
+    """
+    current = read_inputs(workspace, installer, require_lockfile=False)
+    if current is None:
+        raise InstallError(
+            f"the repository has no {installer.declarations}, so cairn cannot record "
+            f"{label(installer.ecosystem, name, version)}; add one to the repository first"
+        )
+    with inputs_copy(current) as copy:
+        installer.add(copy, name, version)
+        updated = read_inputs(copy, installer)
+    assert updated is not None, "add leaves a lockfile behind"
+    locked = locked_packages(updated)
+    if Package(normalized_name(installer.ecosystem, name), version) not in locked:
+        raise InstallError(
+            f"the lockfile does not pin {label(installer.ecosystem, name, version)} after "
+            "adding it; nothing was recorded"
+        )
+    kept = {n: updated.files[n] for n in (installer.declarations, installer.lockfile)}
+    write_inputs(workspace, DependencyInputs(updated.ecosystem, kept))
+    return len(locked)
+
+
+def locked_packages(inputs: DependencyInputs) -> list[Package]:
+    """The packages the lockfile pins (the project itself and local links excluded)."""
+    if inputs.ecosystem == "npm":
+        packages = json.loads(inputs.files["package-lock.json"]).get("packages", {})
+        return [
+            Package(str(p.get("name") or key.rsplit("node_modules/", 1)[-1]), str(p["version"]))
+            for key, p in packages.items()
+            if key and not p.get("link") and "version" in p
+        ]
+    locked = tomllib.loads(inputs.files["uv.lock"].decode("utf-8")).get("package", [])
+    return [
+        Package(normalized_name("pypi", p["name"]), str(p["version"]))
+        for p in locked
+        if "registry" in p.get("source", {})
+    ]
+
+
+def check_request(ecosystem: str, name: str, version: str) -> None:
+    """Refuse anything but one valid name and one exact version (no URLs, paths or VCS)."""
+    problem = dependency_problem(DependencyAsk(ecosystem, name, version, "approved"))
+    if problem:
+        raise UsageError(f"cairn will not install this package: {problem}")
+
+
+def tool_environment(home: Path, extra: dict[str, str]) -> dict[str, str]:
+    """A package manager's environment: an allowlist, a private HOME and TMPDIR, and `extra`."""
+    env = {name: os.environ[name] for name in _PASSED_THROUGH if name in os.environ}
+    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    return env | {"HOME": str(home), "TMPDIR": str(home)} | extra
+
+
+@functools.lru_cache(maxsize=1)
+def host_platform() -> str:
+    """Operating system, machine and C library, e.g. `Linux x86_64 glibc 2.36`."""
+    libc, libc_version = platform.libc_ver()
+    return " ".join(p for p in (platform.system(), platform.machine(), libc, libc_version) if p)
+
+
+def run_tool(argv: Sequence[str], cwd: Path, env: dict[str, str], timeout: float) -> ToolRun:
+    """Run one package-manager command; on timeout its whole process group is killed."""
+    with subprocess.Popen(
+        list(argv),
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    ) as process:
+        try:
+            output, _ = process.communicate(timeout=timeout)
+            code: int | None = process.returncode
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            output, _ = process.communicate()
+            code = None
+    return ToolRun(code, output.decode("utf-8", "replace")[-OUTPUT_TAIL_CHARS:])
+
+
+def private_home() -> tempfile.TemporaryDirectory[str]:
+    """A throwaway HOME (and cache, unless one is configured) for one package-manager run."""
+    return tempfile.TemporaryDirectory(prefix="cairn-home-")
+
+
+def failure(
+    what: str, run: ToolRun, known: Sequence[tuple[str, str]], paths: dict[str, Path]
+) -> InstallError:
+    """An InstallError for a failed command: a known cause in plain words, else its masked error.
+
+    `known` pairs a pattern of the tool's output with what to tell a person; `paths` are masked.
+    """
+    if run.exit_code is None:
+        return InstallError(f"{what} took too long and was stopped; try again later")
+    # Tool output may name local paths or carry a token: whatever is quoted from it is masked.
+    sanitizer = Sanitizer(paths={f"<{k}>": v for k, v in paths.items()}, environ={})
+    for pattern, message in known:
+        match = re.search(pattern, run.output)
+        if match:
+            return InstallError(sanitizer.clean(message.format(*match.groups())))
+    lines = [ln.strip() for ln in run.output.splitlines() if ln.strip()]
+    errors = [ln for ln in lines if re.match(r"(error|npm error|ERR!)", ln, re.I)]
+    detail = sanitizer.clean((errors or lines or ["no output"])[0], 300)
+    return InstallError(f"{what} failed (exit {run.exit_code}): {detail}")

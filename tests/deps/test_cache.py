@@ -1,0 +1,322 @@
+"""The fingerprinted cache: reuse without install, immutable entries, quarantine, hardlinks."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import subprocess
+import threading
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from cairn.deps import (
+    DependencyCache,
+    InstallError,
+    NpmInstaller,
+    OsvDirectory,
+    QuarantinedError,
+    UvInstaller,
+    add_dependency,
+    bundled_advisories,
+    read_inputs,
+)
+from cairn.deps import cache as cache_module
+from cairn.store import Store
+from cairn.store import dependency_caches as ledger
+from cairn.store.dependency_caches import CacheStatus
+from cairn.workspace.boundary import escaping_links
+
+from .conftest import (
+    CountingRunner,
+    FakeInstaller,
+    fake_project,
+    npm_project,
+    python_project,
+    snapshot,
+    uv_path,
+)
+
+
+def uv_shim(tmp_path: Path) -> tuple[Path, Path]:
+    """A `uv` that logs every invocation, then runs the real one: proof of which processes ran."""
+    log = tmp_path / "uv-invocations.log"
+    shim = tmp_path / "uv-shim"
+    shim.write_text(f'#!/bin/sh\necho "$*" >> "{log}"\nexec "{uv_path()}" "$@"\n')
+    shim.chmod(0o755)
+    return shim, log
+
+
+def installs(log: Path) -> list[str]:
+    lines = log.read_text().splitlines() if log.exists() else []
+    return [line for line in lines if line != "--version"]
+
+
+def prepared_six(tmp_path: Path, installer: UvInstaller, cache: DependencyCache):
+    workspace = python_project(tmp_path / "job-1")
+    add_dependency(installer, workspace, "six", "1.16.0")
+    return workspace, cache.prepare(installer, read_inputs(workspace, installer))
+
+
+def test_a_second_job_with_the_same_lockfile_installs_nothing(
+    tmp_path: Path, cache: DependencyCache
+) -> None:
+    shim, log = uv_shim(tmp_path)
+    first = UvInstaller(uv=shim, download_cache=tmp_path / "uv-cache", runner=CountingRunner())
+    job_1, built = prepared_six(tmp_path, first, cache)
+    assert any(line.startswith("sync") for line in installs(log))
+    entry = snapshot(cache.entry_path(built.fingerprint))
+    seen = len(installs(log))
+
+    job_2 = tmp_path / "job-2"
+    job_2.mkdir()
+    for name in ("pyproject.toml", "uv.lock"):
+        shutil.copyfile(job_1 / name, job_2 / name)
+    second = UvInstaller(uv=shim, download_cache=tmp_path / "other-cache", runner=CountingRunner())
+    reused = cache.prepare(second, read_inputs(job_2, second))
+    assert cache.materialize(second, reused, job_2) == 1
+
+    assert second.runner.commands == [] and len(installs(log)) == seen  # no uv process at all
+    assert not (tmp_path / "other-cache").exists()  # nothing downloaded
+    assert (reused.id, reused.created_at, reused.content_id) == (
+        built.id,
+        built.created_at,
+        built.content_id,
+    )
+    with cache.store.begin() as conn:
+        [row] = ledger.list_entries(conn)
+    assert row.status is CacheStatus.ready and row.updated_at >= built.updated_at
+    assert snapshot(cache.entry_path(built.fingerprint)) == entry
+    done = subprocess.run([str(job_2 / ".venv/bin/python"), "-c", "import six"], check=False)
+    assert done.returncode == 0
+
+
+def test_a_changed_lockfile_makes_a_new_entry_and_the_old_one_stays_byte_identical(
+    tmp_path: Path, uv_installer: UvInstaller, cache: DependencyCache
+) -> None:
+    workspace, old = prepared_six(tmp_path, uv_installer, cache)
+    before = snapshot(cache.entry_path(old.fingerprint))
+    add_dependency(uv_installer, workspace, "iniconfig", "2.0.0")
+    new = cache.prepare(uv_installer, read_inputs(workspace, uv_installer))
+    assert new.fingerprint != old.fingerprint and new.package_count == 2
+    assert snapshot(cache.entry_path(old.fingerprint)) == before
+    assert cache.materialize(uv_installer, new, workspace) == 2  # replaces the earlier copy
+    with cache.store.begin() as conn:
+        rows = ledger.list_entries(conn)
+    assert [(r.fingerprint, r.status) for r in rows] == [
+        (old.fingerprint, CacheStatus.ready),
+        (new.fingerprint, CacheStatus.ready),
+    ]
+
+
+def test_a_modified_file_in_an_entry_is_detected_before_reuse_and_quarantined(
+    tmp_path: Path, uv_installer: UvInstaller, cache: DependencyCache
+) -> None:
+    _workspace, record = prepared_six(tmp_path, uv_installer, cache)
+    [six] = cache.entry_path(record.fingerprint).glob(".venv/lib/python*/site-packages/six.py")
+    original = six.read_bytes()
+    six.chmod(0o644)  # what a careless admin (or root) can always do
+    six.write_bytes(original.replace(b"import", b"imporT", 1))  # same size, other content
+    target = tmp_path / "job-2"
+    target.mkdir()
+    with pytest.raises(QuarantinedError, match="changed after it was built"):
+        cache.materialize(uv_installer, record, target)
+    assert not (target / ".venv").exists()
+    with cache.store.begin() as conn:
+        row = ledger.get(conn, record.id)
+    assert row.status is CacheStatus.quarantined and "cairn cache prune" in (row.diagnosis or "")
+    with pytest.raises(QuarantinedError):  # refused, not silently rebuilt
+        cache.prepare(uv_installer, read_inputs(tmp_path / "job-1", uv_installer))
+    assert [r.fingerprint for r in cache.prune()] == [record.fingerprint]
+    rebuilt = cache.prepare(uv_installer, read_inputs(tmp_path / "job-1", uv_installer))
+    assert rebuilt.status is CacheStatus.ready and rebuilt.created_at > record.created_at
+
+
+@pytest.mark.parametrize("ecosystem", ["pypi", "npm"])
+def test_an_advisory_for_an_approved_version_quarantines_the_entry(
+    ecosystem: str, tmp_path: Path, sqlite_store: Store, request: pytest.FixtureRequest
+) -> None:
+    cache = DependencyCache(
+        sqlite_store, tmp_path / "deps", auditors=[OsvDirectory(bundled_advisories())]
+    )
+    if ecosystem == "pypi":
+        installer = request.getfixturevalue("uv_installer")
+        workspace = python_project(tmp_path / "job")
+        name, version, advisory = "certifi", "2023.5.7", "GHSA-xqr8-7jwr-rhp7"
+    else:
+        installer = request.getfixturevalue("npm_installer")
+        workspace = npm_project(tmp_path / "job")
+        name, version, advisory = "minimist", "1.2.5", "GHSA-xvch-5gv4-984h"
+    add_dependency(installer, workspace, name, version)
+    with pytest.raises(QuarantinedError) as held:
+        cache.prepare(installer, read_inputs(workspace, installer))
+    assert name in str(held.value) and version in str(held.value) and advisory in str(held.value)
+    [row] = cache.entries()
+    assert row.status is CacheStatus.quarantined and row.diagnosis == str(held.value)
+    assert row.audit is not None and row.audit["blocking"] == [advisory]
+    with pytest.raises(QuarantinedError):
+        cache.materialize(installer, row, workspace)
+    assert not (workspace / installer.target).exists()
+
+
+def test_a_new_advisory_blocks_reuse_of_a_ready_entry(tmp_path: Path, sqlite_store: Store) -> None:
+    workspace = fake_project(tmp_path / "job", {"left-pad": "1.3.0"})
+    installer = FakeInstaller()
+    inputs = read_inputs(workspace, installer)
+    assert DependencyCache(sqlite_store, tmp_path / "deps").prepare(installer, inputs)
+    advisories = tmp_path / "advisories"
+    advisories.mkdir()
+    (advisories / "TEST-1.json").write_text(
+        json.dumps(
+            {
+                "id": "TEST-1",
+                "database_specific": {"severity": "HIGH"},
+                "affected": [
+                    {"package": {"ecosystem": "npm", "name": "left-pad"}, "versions": ["1.3.0"]}
+                ],
+            }
+        )
+    )
+    audited = DependencyCache(sqlite_store, tmp_path / "deps", auditors=[OsvDirectory(advisories)])
+    with pytest.raises(QuarantinedError, match=r"left-pad@1\.3\.0 has HIGH advisory TEST-1"):
+        audited.prepare(installer, inputs)
+    assert installer.prepared == 1
+
+
+def test_materialized_files_are_hardlinks_or_copies_and_no_link_leads_into_the_cache(
+    tmp_path: Path, uv_installer: UvInstaller, cache: DependencyCache, monkeypatch
+) -> None:
+    workspace, record = prepared_six(tmp_path, uv_installer, cache)
+    cache.materialize(uv_installer, record, workspace)
+    entry = cache.entry_path(record.fingerprint)
+    [six] = workspace.glob(".venv/lib/python*/site-packages/six.py")
+    assert six.stat().st_ino == (entry / six.relative_to(workspace)).stat().st_ino
+    links = {
+        str(p.relative_to(workspace)): os.readlink(p)
+        for p in workspace.rglob("*")
+        if p.is_symlink()
+    }
+    # The one link out: the venv's interpreter, a system path outside cache and workspace.
+    assert [path for path, pointed in links.items() if os.path.isabs(pointed)] == [
+        ".venv/bin/python"
+    ]
+    assert {links[".venv/bin/python3"], links[".venv/lib64"]} == {"python", "lib"}
+    assert all(
+        not kind.startswith("symlink:") or path.startswith(".venv/bin/python")
+        for path, kind in escaping_links(workspace).items()
+    )
+    interpreter = os.path.realpath(workspace / ".venv/bin/python")
+    assert not Path(interpreter).is_relative_to(cache.root)
+    assert not Path(interpreter).is_relative_to(workspace)
+    for path in workspace.rglob("*"):
+        if path.is_symlink():
+            assert not Path(os.path.realpath(path)).is_relative_to(cache.root)
+
+    def no_hardlinks(source: str, target: str) -> None:
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+    monkeypatch.setattr(cache_module.os, "link", no_hardlinks)
+    elsewhere = tmp_path / "other-filesystem"
+    elsewhere.mkdir()
+    assert cache.materialize(uv_installer, record, elsewhere) == 1
+    [copied] = elsewhere.glob(".venv/lib/python*/site-packages/six.py")
+    assert copied.stat().st_ino != six.stat().st_ino and copied.read_bytes() == six.read_bytes()
+    done = subprocess.run([str(elsewhere / ".venv/bin/python"), "-c", "import six"], check=False)
+    assert done.returncode == 0
+
+
+@pytest.mark.parametrize("pointed", ["/etc", "../../../../outside", "../../inputs/package.json"])
+def test_an_entry_whose_links_lead_out_is_refused(
+    pointed: str, tmp_path: Path, cache: DependencyCache
+) -> None:
+    workspace = fake_project(tmp_path / "job", {"left-pad": "1.3.0"})
+    installer = FakeInstaller(links={"escape": pointed})
+    with pytest.raises(InstallError, match="link that leads outside"):
+        cache.prepare(installer, read_inputs(workspace, installer))
+    [row] = cache.entries()
+    assert row.status is CacheStatus.failed
+    assert not any((cache.root / ".staging").iterdir())
+
+
+def test_a_workspace_folder_cairn_did_not_make_is_never_replaced(
+    tmp_path: Path, cache: DependencyCache
+) -> None:
+    workspace = fake_project(tmp_path / "job", {"left-pad": "1.3.0"})
+    installer = FakeInstaller()
+    record = cache.prepare(installer, read_inputs(workspace, installer))
+    (workspace / "node_modules").mkdir()
+    (workspace / "node_modules" / "mine.js").write_text("keep")
+    with pytest.raises(InstallError, match="already has its own node_modules"):
+        cache.materialize(installer, record, workspace)
+    assert (workspace / "node_modules" / "mine.js").read_text() == "keep"
+    shutil.rmtree(workspace / "node_modules")
+    os.symlink(tmp_path, workspace / "node_modules")
+    with pytest.raises(InstallError, match="already has its own node_modules"):
+        cache.materialize(installer, record, workspace)
+
+
+def test_concurrent_preparations_of_one_fingerprint_build_once(
+    tmp_path: Path, cache: DependencyCache
+) -> None:
+    workspace = fake_project(tmp_path / "job", {"left-pad": "1.3.0"})
+    installer = FakeInstaller(delay=0.3)
+    inputs = read_inputs(workspace, installer)
+    results = []
+    threads = [
+        threading.Thread(target=lambda: results.append(cache.prepare(installer, inputs)))
+        for _ in range(3)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert installer.prepared == 1 and len({r.id for r in results}) == 1 and len(results) == 3
+
+
+def test_prune_removes_what_cannot_be_used_and_spares_what_is_in_use(
+    tmp_path: Path, cache: DependencyCache
+) -> None:
+    installer = FakeInstaller()
+    ready = cache.prepare(
+        installer, read_inputs(fake_project(tmp_path / "a", {"a": "1.0.0"}), installer)
+    )
+    other = cache.prepare(
+        installer, read_inputs(fake_project(tmp_path / "b", {"b": "1.0.0"}), installer)
+    )
+    failing = FakeInstaller(links={"x": "/etc"})
+    with pytest.raises(InstallError):
+        cache.prepare(failing, read_inputs(fake_project(tmp_path / "c", {"c": "1.0.0"}), failing))
+    with cache.store.begin() as conn:
+        ledger.quarantine(conn, other.id, "held")
+    (cache.root / ".staging" / f"{'f' * 64}-dead").mkdir()
+    removed = cache.prune()
+    assert sorted(r.status for r in removed) == [CacheStatus.failed, CacheStatus.quarantined]
+    assert not cache.entry_path(other.fingerprint).exists()
+    assert list((cache.root / ".staging").iterdir()) == []
+    assert [r.id for r in cache.entries()] == [ready.id]
+
+    with cache._locked(ready.fingerprint, exclusive=False):  # a materialization in progress
+        assert cache.prune(everything=True) == []
+    assert cache.prune(unused_for=timedelta(days=1)) == []
+    assert [r.id for r in cache.prune(unused_for=timedelta(0))] == [ready.id]
+    assert cache.entries() == [] and not cache.entry_path(ready.fingerprint).exists()
+
+
+def test_npm_entries_materialize_with_their_bin_links_inside(
+    tmp_path: Path, npm_installer: NpmInstaller, cache: DependencyCache
+) -> None:
+    workspace = npm_project(tmp_path / "job")
+    add_dependency(npm_installer, workspace, "semver", "7.6.0")
+    record = cache.prepare(npm_installer, read_inputs(workspace, npm_installer))
+    assert cache.materialize(npm_installer, record, workspace) == record.package_count
+    link = workspace / "node_modules" / ".bin" / "semver"
+    assert link.is_symlink() and not os.path.isabs(os.readlink(link))
+    assert Path(os.path.realpath(link)).is_relative_to(workspace)
+    assert not [p for p, kind in escaping_links(workspace).items() if kind.startswith("symlink")]
+    done = subprocess.run(
+        [str(link), "1.2.3", "-r", ">=1"], capture_output=True, text=True, check=False
+    )
+    assert done.stdout.strip() == "1.2.3"

@@ -1,0 +1,29 @@
+"""The public surface of `cairn.deps` is exactly its `__all__`; the installer registry."""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import pytest
+
+import cairn.deps
+from cairn.deps import NpmInstaller, UvInstaller, get_installer, installer_for
+from cairn.errors import UsageError
+
+from .conftest import uv_path
+
+
+def test_the_public_surface_is_exactly_all() -> None:
+    public = {name for name in vars(cairn.deps) if not name.startswith("_")}
+    modules = {n for n, v in vars(cairn.deps).items() if isinstance(v, ModuleType)}
+    assert set(cairn.deps.__all__) == public - modules - {"annotations"}
+    assert all(hasattr(cairn.deps, name) for name in cairn.deps.__all__)
+
+
+def test_installers_are_found_by_short_name_and_a_wrong_name_lists_the_valid_ones() -> None:
+    assert isinstance(get_installer("uv", uv=uv_path()), UvInstaller)
+    assert isinstance(installer_for("npm", npm="npm", node="node"), NpmInstaller)
+    with pytest.raises(UsageError, match="unknown installer 'pip'; valid installers: npm, uv"):
+        get_installer("pip")
+    with pytest.raises(UsageError, match="no known installer was named; valid installers"):
+        get_installer("/home/alice/bin/uv")
