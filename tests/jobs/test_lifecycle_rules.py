@@ -289,3 +289,19 @@ def _branch_files(cairn: Cairn, detail: dict) -> set[str]:
         check=True,
     ).stdout
     return set(listing.split())
+
+
+def test_rule_6_same_body_with_a_different_diagnosis_is_a_different_result(cairn: Cairn) -> None:
+    """Outcomes are told apart by their (masked, bounded) diagnosis, not only by their body."""
+    scripts = [
+        "steps:\n  - write: {path: a.txt, content: a}\n  - fail: could not find the entry point\n",
+        "steps:\n  - write: {path: a.txt, content: a}\n  - fail: could not find the entry point\n",
+        "steps:\n  - write: {path: a.txt, content: a}\n  - fail: the tests do not import\n",
+    ]
+    jobs = [cairn.submit(script) for script in scripts]
+    cairn.work()
+    first, same, other = (cairn.detail(job.id) for job in jobs)
+    assert first["status"] == same["status"] == other["status"] == "failed"
+    assert first["result_fingerprint"] == other["result_fingerprint"]
+    assert first["outcome_id"] == same["outcome_id"]
+    assert first["outcome_id"] != other["outcome_id"]

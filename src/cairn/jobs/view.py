@@ -7,6 +7,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from cairn.engine import digest
 from cairn.stages import Stage, Status
 from cairn.store import decisions, effects, progress, stage_runs
 from cairn.store import dependency_requests as dep_ledger
@@ -35,6 +36,16 @@ def feed_message(job: Job, request: Request) -> str:
     return "\n".join(lines)
 
 
+def outcome_id(job: Job) -> str:
+    """The identity of what a job came to: its result, status and diagnosis together.
+
+    Rule 6: two results with the same body but different diagnoses are different results.
+    """
+    return digest(
+        {"result": job.result_fingerprint, "status": job.status.value, "diagnosis": job.diagnosis}
+    )
+
+
 def job_summary(conn: sa.Connection, job: Job) -> dict[str, Any]:
     """The short form of a job, for lists."""
     request = job_ledger.get_request(conn, job.request_id)
@@ -59,6 +70,7 @@ def job_detail(conn: sa.Connection, job_id: int) -> dict[str, Any]:
         "branch": job.branch,
         "baseline": job.baseline,
         "result_fingerprint": job.result_fingerprint,
+        "outcome_id": outcome_id(job),
         "retry_of": job.retry_of,
         "diagnosis": job.diagnosis,
         "feed": feed_message(job, request),
