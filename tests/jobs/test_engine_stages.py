@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 import sqlalchemy as sa
 
 from cairn.stages import Stage, Status
 from cairn.store.schema import rooms, stage_runs
+from cairn.workspace import commands
 
 from .conftest import Cairn
 
@@ -127,3 +129,26 @@ def test_an_undecidable_push_blocks_the_job_instead_of_repeating(cairn: Cairn) -
     assert blocked["status"] == "blocked" and "will not overwrite" in blocked["diagnosis"]
     assert [(e["kind"], e["status"]) for e in blocked["effects"]] == [("push", "intended")]
     assert cairn.git("rev-parse", f"cairn/job-{job_id}") == cairn.git("rev-parse", "main")
+
+
+def test_the_agent_stage_records_whether_isolation_held(
+    cairn: Cairn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = "steps:\n  - write: {path: a.txt, content: a}\n  - run: 'true'\n  - finish: {}\n"
+    sandboxed = cairn.submit(script)
+    cairn.work()
+    held = _runs(cairn, sandboxed.id, "running_agent")[-1]["evidence"]["isolation"]["value"]
+    assert held == "held"
+
+    monkeypatch.setattr(commands, "_bwrap_path", lambda: None)  # as on a host without bwrap
+    refused = cairn.submit(script)
+    cairn.work()
+    stopped = cairn.detail(refused.id)
+    assert stopped["status"] == "blocked", "no sandbox, no command"
+    assert "bubblewrap" in stopped["diagnosis"], "the user is told how to get a sandbox"
+    with cairn.store.begin() as conn:
+        conn.execute(sa.update(rooms).values(scope={"unsandboxed_commands": True}))
+    allowed = cairn.submit(script)
+    cairn.work()
+    unproven = _runs(cairn, allowed.id, "running_agent")[-1]["evidence"]["isolation"]["value"]
+    assert unproven == "unproven"

@@ -76,7 +76,8 @@ def _take_turn(drive: Drive, agent: Agent, saved: context.JobContext, corrective
 
 def _settle(drive: Drive, outcome: Outcome, corrective: bool) -> Result:
     noted = Measurement("outcome", outcome.kind.value)
-    isolation = Measurement("isolation", "unproven" if outcome.isolation_unproven else "sandboxed")
+    # "held": no command of this job ran outside a sandbox (perhaps none ran at all).
+    isolation = Measurement("isolation", "unproven" if outcome.isolation_unproven else "held")
     if outcome.kind is OutcomeKind.dependency_request:
         assert outcome.dependency is not None
         _ask_for_dependency(drive, outcome.dependency)
