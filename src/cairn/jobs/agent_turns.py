@@ -85,13 +85,14 @@ def _settle(drive: Drive, outcome: Outcome, corrective: bool) -> Result:
         raise StageFailed(
             outcome.diagnosis or "the agent failed without saying why", Evidence.of(noted)
         )
-    changed = drive.worktree.changed_files(drive.job.baseline or "")
+    tree = drive.worktree.content_id()
+    changed = drive.worktree.changed_files(drive.job.baseline or "", tree)
     files = Measurement("files_changed", len(changed), Expect.at_least, 1)
     if changed:
         # Rule 9: a lost stream that left changes continues to verification in this same job.
         summary = drive.sanitizer.clean(outcome.summary, SUMMARY_LIMIT) if outcome.summary else None
         told = Measurement("agent_summary", summary)
-        return Result(drive.worktree.content_id(), Evidence.of(noted, files, told, isolation))
+        return Result(tree, Evidence.of(noted, files, told, isolation))
     with drive.fenced() as conn:
         context.settle(conn, drive.job.id, drive.agent_name)
     if outcome.kind is OutcomeKind.interrupted:

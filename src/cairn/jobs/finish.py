@@ -124,11 +124,12 @@ def _summarize(drive: Drive) -> Result:
             baseline, f"{drive.job.branch}: {_first_line(drive.request.text)}"
         )
     told = ((agent.evidence or {}).get("agent_summary") or {}).get("value") if agent else None
-    diffstat = drive.worktree.diffstat(baseline)
+    # The commit holds exactly `tree` (checked above against what was verified).
+    diffstat = drive.worktree.diffstat(baseline, tree)
     summary = drive.sanitizer.clean(
         f"{told or 'The agent did not write a summary.'}\n\n{diffstat}", SUMMARY_LIMIT
     )
-    changed = drive.worktree.changed_files(baseline)
+    changed = drive.worktree.changed_files(baseline, tree)
     listed = sum(
         1 for path in changed if path in diffstat or f"/{path.rsplit('/', 1)[-1]}" in diffstat
     )

@@ -110,19 +110,23 @@ class Worktree:
             self.git("add", "--all", env=env, failure=failure)
             return self.git("write-tree", env=env, failure=failure)
 
-    def changed_files(self, baseline: str) -> list[str]:
-        """Paths that differ between the baseline commit and the worktree's content."""
+    def changed_files(self, baseline: str, tree: str | None = None) -> list[str]:
+        """Paths that differ between the baseline commit and the worktree's content.
+
+        A caller that already holds the content identity (`tree`) passes it: computing it
+        hashes every file in the workspace.
+        """
         out = self.git(
             "diff-tree", "-r", "-z", "--name-only", "--no-renames",
-            f"{baseline}^{{tree}}", self.content_id(),
+            f"{baseline}^{{tree}}", tree or self.content_id(),
         )  # fmt: skip
         return [path for path in out.split("\0") if path]
 
-    def diffstat(self, baseline: str) -> str:
-        """A `git diff --stat` summary of the worktree's content against the baseline."""
+    def diffstat(self, baseline: str, tree: str | None = None) -> str:
+        """A `git diff --stat` of the worktree's content (or `tree`) against the baseline."""
         return self.git(
             "diff", "--stat", "--no-color", "--no-ext-diff", "--no-textconv",
-            f"{baseline}^{{tree}}", self.content_id(),
+            f"{baseline}^{{tree}}", tree or self.content_id(),
         )  # fmt: skip
 
     def commit(self, baseline: str, message: str) -> str:
