@@ -8,6 +8,8 @@ Reusable fixtures (request them by name from any test under `tests/`):
   migrated; the SQLite file does not exist yet (`Store.open(url, create=True)` makes it).
 - `empty_store_url`: a reachable but empty database (no cairn tables), on both backends.
 - `postgres_admin`: an AUTOCOMMIT engine on the server's `postgres` database.
+- `package_downloads`: one download cache for uv and npm, shared by the whole session (each
+  installation still builds its own dependency cache entries; only downloads are shared).
 
 PostgreSQL must listen on 127.0.0.1:5432 with trust auth. When it does not, the "postgres"
 variants are skipped, unless CAIRN_REQUIRE_POSTGRES=1 (CI), where they fail instead.
@@ -45,6 +47,16 @@ def postgres_database_url(name: str) -> str:
 
 def _unique_database_name(prefix: str) -> str:
     return f"{prefix}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def package_downloads(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The package managers' download cache for every cairn installation of the session."""
+    folder = tmp_path_factory.mktemp("package-downloads")
+    # Also for installations configured from the environment (the CLI, `cairn demo`).
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CAIRN_PACKAGE_DOWNLOADS", str(folder))
+        yield folder
 
 
 @pytest.fixture(scope="session")

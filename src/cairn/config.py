@@ -6,6 +6,8 @@ import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -13,6 +15,9 @@ from cairn.errors import UsageError
 
 DEFAULT_LEASE_SECONDS = 15.0
 MAX_LEASE_SECONDS = 86_400.0
+PYPI_INDEX = "https://pypi.org/simple"
+NPM_REGISTRY = "https://registry.npmjs.org/"
+EXAMPLE_URL = "https://osv.example.com"
 
 
 def default_home(environ: Mapping[str, str]) -> Path:
@@ -33,6 +38,20 @@ class Config(BaseModel):
     database_url: str | None = None
     lease_seconds: float = Field(default=DEFAULT_LEASE_SECONDS, gt=0)
     user: str = "admin"
+    pypi_index: str = PYPI_INDEX
+    """The one approved Python package index (without credentials)."""
+    npm_registry: str = NPM_REGISTRY
+    """The one approved npm registry (without credentials)."""
+    package_downloads: Path | None = None
+    """The package managers' download cache; default `<home>/downloads`."""
+    osv_dir: Path | None = None
+    """A folder of OSV JSON advisories every prepared dependency set is audited against."""
+    osv_url: str | None = None
+    """An OSV-compatible service (for example https://api.osv.dev) asked as well."""
+    uv_command: Path | None = None
+    """The uv to install Python dependencies with; default the one beside cairn, else PATH's."""
+    npm_command: Path | None = None
+    """The npm to install npm dependencies with; default PATH's."""
 
     @property
     def store_url(self) -> str:
@@ -45,6 +64,15 @@ class Config(BaseModel):
     @property
     def workspaces_dir(self) -> Path:
         return self.home / "workspaces"
+
+    @property
+    def deps_dir(self) -> Path:
+        """The dependency cache: one read-only entry per fingerprint."""
+        return self.home / "deps"
+
+    @property
+    def downloads_dir(self) -> Path:
+        return self.package_downloads or self.home / "downloads"
 
     # Keyed by the store's installation id: one home used with two stores (say, SQLite and
     # then PostgreSQL) must never hand job 1 of one store the workspace of job 1 of the other.
@@ -75,6 +103,13 @@ class Config(BaseModel):
                 database_url=url,
                 lease_seconds=_lease_seconds(env),
                 user=user,
+                pypi_index=_source(env, "CAIRN_PYPI_INDEX", PYPI_INDEX),
+                npm_registry=_source(env, "CAIRN_NPM_REGISTRY", NPM_REGISTRY),
+                osv_url=_source(env, "CAIRN_OSV_URL", None),
+                package_downloads=_path(env, "CAIRN_PACKAGE_DOWNLOADS"),
+                osv_dir=_path(env, "CAIRN_OSV_DIR"),
+                uv_command=_path(env, "CAIRN_UV"),
+                npm_command=_path(env, "CAIRN_NPM"),
             )
         except ValidationError as exc:
             field = ".".join(str(part) for part in exc.errors()[0]["loc"]) or "a setting"
@@ -94,6 +129,31 @@ def _lease_seconds(env: Mapping[str, str]) -> float:
     if lease > MAX_LEASE_SECONDS:
         raise UsageError(f"CAIRN_LEASE_SECONDS must be at most {MAX_LEASE_SECONDS:g} (one day)")
     return lease
+
+
+def _source(env: Mapping[str, str], name: str, default: str | None) -> Any:
+    """An index, registry or service URL: https (or http to this host), no credentials."""
+    raw = env.get(name) or default
+    if raw is None:
+        return None
+    parts = urlsplit(raw)
+    local = parts.hostname in ("localhost", "127.0.0.1", "::1")
+    secure = parts.scheme == "https" or (parts.scheme == "http" and local)
+    if not secure or not parts.hostname:
+        raise UsageError(f"{name} must be an https:// URL, for example {default or EXAMPLE_URL}")
+    if parts.username or parts.password:
+        raise UsageError(f"{name} must not hold credentials; use an index that needs no login")
+    return raw
+
+
+def _path(env: Mapping[str, str], name: str) -> Path | None:
+    """An absolute path (a folder, or a program) from `name`, or None when it is unset."""
+    raw = env.get(name)
+    if not raw:
+        return None
+    if "\0" in raw or not Path(raw).expanduser().is_absolute():
+        raise UsageError(f"{name} must be an absolute path")
+    return Path(raw).expanduser()
 
 
 def _home(env: Mapping[str, str], home: Path | None) -> Path:

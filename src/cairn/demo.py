@@ -9,6 +9,7 @@ from pathlib import Path
 
 from cairn.agents.registry import load_agent_spec
 from cairn.config import Config
+from cairn.deps import bundled_advisories
 from cairn.errors import NotAllowed
 from cairn.jobs import gates
 from cairn.jobs.drive import ProgressCallback
@@ -31,7 +32,11 @@ def demo_script() -> str:
 
 def run_demo(workdir: Path, narrate: Narrate, on_progress: ProgressCallback | None = None) -> dict:
     """Run the demo in `workdir`; returns the finished job's detail record."""
-    config = Config(home=workdir / "home", user="admin")
+    config = Config.from_env(home=workdir / "home")
+    # Advisories: the configured ones, else the small real set that ships for demos and tests.
+    config = config.model_copy(
+        update={"user": "admin", "osv_dir": config.osv_dir or bundled_advisories()}
+    )
     repo = make_sample_repo(workdir / "sample-repo")
     script = workdir / "agent.yaml"
     script.write_text(demo_script())
@@ -69,7 +74,10 @@ def _through_the_gates(store: Store, runner: Runner, job_id: int, narrate: Narra
         store,
         job_id,
         narrate,
-        "The agent asked for pypi rich==13.7.1. admin approves exactly that version:",
+        "The agent asked for pypi rich==13.7.1. admin approves exactly that version; cairn "
+        "adds it to pyproject.toml and uv.lock from a temporary copy, installs wheels only (no "
+        "build hooks), audits the resolved set against OSV advisories, caches it read-only "
+        "under its fingerprint, and hardlinks it into the job's workspace:",
     )
     runner.work(until_idle=True)
     with store.begin() as conn:

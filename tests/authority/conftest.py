@@ -43,8 +43,8 @@ PEOPLE = {"admin": "admin", "bob": "admin", "alice": "member"}
 
 
 @pytest.fixture
-def team(store: Store, tmp_path: Path) -> Iterator[Cairn]:
-    config = Config(home=tmp_path / "home", lease_seconds=2)
+def team(store: Store, tmp_path: Path, package_downloads: Path) -> Iterator[Cairn]:
+    config = Config(home=tmp_path / "home", lease_seconds=2, package_downloads=package_downloads)
     repo = make_sample_repo(tmp_path / "repo")
     with store.begin() as conn:
         group = identity.add_group(conn, "default")

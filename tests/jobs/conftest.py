@@ -87,8 +87,8 @@ class Cairn:
 
 
 @pytest.fixture
-def cairn(store: Store, tmp_path: Path) -> Iterator[Cairn]:
-    config = Config(home=tmp_path / "home", lease_seconds=2)
+def cairn(store: Store, tmp_path: Path, package_downloads: Path) -> Iterator[Cairn]:
+    config = Config(home=tmp_path / "home", lease_seconds=2, package_downloads=package_downloads)
     repo = make_sample_repo(tmp_path / "repo")
     with store.begin() as conn:
         # Runs are approved by policy here; tests/authority covers the run gate with people.

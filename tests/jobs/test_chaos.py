@@ -1,8 +1,9 @@
 """Chaos: runners killed at random fault points, restarted, until every job is done.
 
 Each seed gets its own home, store and repository. Jobs ask for a dependency, write their own
-file, pass verification, and are delivered. A person approves whatever waits at a gate
-between runner processes. The outcome must match an unkilled run exactly.
+file, pass verification, and are delivered. A person decides whatever waits at a gate between
+runner processes: odd jobs get their (real, tiny) package installed, even jobs are refused with
+a reason that names the job. The outcome must match an unkilled run exactly.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from cairn.jobs import gates
 from cairn.jobs.runner import Runner
 from cairn.jobs.submit import submit_job
 from cairn.sanitize import user_sanitizer
-from cairn.stages import Status
+from cairn.stages import Stage, Status
 from cairn.store import Store, contexts, decisions, identity, stage_runs
 from cairn.store import jobs as job_ledger
 from cairn.store.rooms import create_room
@@ -37,15 +38,15 @@ def _script(n: int) -> str:
     return f"""
 steps:
   - write: {{path: jobs/job-{n}.txt, content: "work of job {n}\\n"}}
-  - request_dependency: {{ecosystem: pypi, name: pkg-{n}, version: "1.0.{n}", reason: "job {n}"}}
+  - request_dependency: {{ecosystem: pypi, name: six, version: "1.16.0", reason: "job {n}"}}
   - append: {{path: jobs/job-{n}.txt, content: "after approval {n}\\n"}}
   - run: "test -s jobs/job-{n}.txt"
   - finish: {{summary: "job {n} wrote its file"}}
 """
 
 
-def _install(home: Path, tmp: Path) -> tuple[Store, Config, Path]:
-    config = Config(home=home, lease_seconds=0.6)
+def _install(home: Path, tmp: Path, downloads: Path) -> tuple[Store, Config, Path]:
+    config = Config(home=home, lease_seconds=0.6, package_downloads=downloads)
     repo = make_sample_repo(tmp / "repo")
     subprocess.run(["git", "config", "core.logAllRefUpdates", "always"], cwd=repo, check=True)
     store = Store.open(config.store_url, create=True)
@@ -79,10 +80,17 @@ def _install(home: Path, tmp: Path) -> tuple[Store, Config, Path]:
 
 def _approve_waiting(store: Store) -> None:
     with store.begin() as conn:
-        waiting = [j.id for j in job_ledger.list_jobs(conn) if j.status is Status.waiting]
-    for job_id in waiting:
+        waiting = [j for j in job_ledger.list_jobs(conn) if j.status is Status.waiting]
+    for job in waiting:
         with store.begin() as conn:
-            gates.approve(conn, job_id, "admin")
+            if job.stage is Stage.awaiting_dependency_approval and job.id % 2 == 0:
+                gates.reject(conn, job.id, "admin", _refusal(job.id))
+            else:
+                gates.approve(conn, job.id, "admin")
+
+
+def _refusal(job_id: int) -> str:
+    return f"not for job {job_id}"
 
 
 def _all_ended(store: Store) -> bool:
@@ -133,10 +141,13 @@ def _reflog_count(repo: Path, ref: str) -> int:
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_killed_runners_finish_every_job_exactly_once(tmp_path: Path, seed: str) -> None:
-    calm_store, calm_config, _ = _install(tmp_path / "calm-home", tmp_path / "calm")
+def test_killed_runners_finish_every_job_exactly_once(
+    tmp_path: Path, seed: str, package_downloads: Path
+) -> None:
+    calm = _install(tmp_path / "calm-home", tmp_path / "calm", package_downloads)
+    calm_store, calm_config, _ = calm
     _run_unkilled(calm_store, calm_config)
-    store, _, repo = _install(tmp_path / "home", tmp_path / "chaos")
+    store, _, repo = _install(tmp_path / "home", tmp_path / "chaos", package_downloads)
     try:
         kills = _run_killed(store, tmp_path / "home", seed)
         with calm_store.begin() as calm, store.begin() as conn:
@@ -166,8 +177,11 @@ def _assert_ledgers_hold(conn) -> None:
         state = contexts.load(conn, job.id)
         assert state is not None
         seen = " ".join(state["agent"].get("notes_seen", []))
-        assert f"pkg-{job.id}==" in seen, "the job heard its own dependency decision"
-        others = [f"pkg-{n}==" for n in range(1, JOBS_PER_SEED + 1) if n != job.id]
+        if job.id % 2:
+            assert "six==1.16.0 was approved and installed" in seen, "it heard its own decision"
+        else:
+            assert f"rejected: {_refusal(job.id)}" in seen, "the job heard its own decision"
+        others = [_refusal(n) for n in range(1, JOBS_PER_SEED + 1) if n != job.id]
         assert not any(other in seen for other in others), "a job saw another job's context"
         for run in stage_runs.for_job(conn, job.id):
             if run.status == "accepted":

@@ -136,6 +136,11 @@ def test_rule_4_dependency_needs_exact_version_approval(cairn: Cairn) -> None:
     approved = cairn.detail(exact.id)
     assert approved["dependency_requests"][0]["status"] == "approved"
     assert [d["gate"] for d in approved["decisions"]] == ["run", "dependency"]
+    # Installed inside the workspace's boundary, recorded in its declarations and lockfile.
+    workspace = cairn.config.workspace_path(cairn.store.installation_id, exact.id)
+    assert '"rich==13.7.1"' in (workspace / "pyproject.toml").read_text()
+    assert (workspace / ".venv" / ".cairn-dependencies").is_file()
+    assert not (workspace / ".venv").is_symlink()
 
 
 def test_rule_4_rejected_dependency_is_told_to_the_agent(cairn: Cairn) -> None:

@@ -197,3 +197,25 @@ def test_a_broken_bubblewrap_is_explained(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setattr(commands, "_bwrap_path", lambda: str(fake))
     problem = sandbox_problem() or ""
     assert "cannot create one here" in problem and "user namespaces" in problem
+
+
+def test_materialized_dependencies_are_read_only_and_first_on_path(workspace: Path) -> None:
+    """Only folders cairn materialized (marked) are protected; anything else stays writable."""
+    venv_bin = workspace / ".venv" / "bin"
+    venv_bin.mkdir(parents=True)
+    (workspace / ".venv" / commands.DEPENDENCY_MARKER).write_text("f" * 64 + "\n")
+    tool = venv_bin / "greet-tool"
+    tool.write_text("#!/bin/sh\necho from the venv\n")
+    tool.chmod(0o755)
+    (workspace / "node_modules").mkdir()  # not materialized by cairn: no marker
+    result = run(
+        "greet-tool; echo $VIRTUAL_ENV; echo x >> .venv/bin/greet-tool || echo REFUSED; "
+        "touch .venv/new || echo REFUSED-NEW; touch node_modules/mine && echo WROTE-OWN",
+        workspace,
+    )
+    assert result.sandboxed and result.exit_code == 0, result
+    lines = result.output.splitlines()
+    assert lines[0] == "from the venv" and lines[1] == str(workspace.resolve() / ".venv")
+    assert "REFUSED" in lines and "REFUSED-NEW" in lines and "WROTE-OWN" in lines
+    assert tool.read_text() == "#!/bin/sh\necho from the venv\n"
+    assert not (workspace / ".venv" / "new").exists()

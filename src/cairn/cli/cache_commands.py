@@ -21,7 +21,7 @@ cache_app = typer.Typer(
 
 def cache_root(s: Session) -> Path:
     """Where this home keeps its dependency cache entries."""
-    return s.config.home / "deps"
+    return s.config.deps_dir
 
 
 @cache_app.command("list")

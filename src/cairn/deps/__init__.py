@@ -22,6 +22,7 @@ from cairn.deps.installer import (
     get_installer,
     installer_for,
     locked_packages,
+    with_dependency,
 )
 from cairn.deps.npm import NpmInstaller
 from cairn.deps.uv import UvInstaller
@@ -48,4 +49,5 @@ __all__ = [
     "installer_for",
     "locked_packages",
     "read_inputs",
+    "with_dependency",
 ]

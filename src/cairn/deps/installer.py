@@ -138,6 +138,18 @@ def add_dependency(installer: Installer, workspace: Path, name: str, version: st
     The package manager edits a temporary copy; only the two resulting files are written back
     into the workspace (the job's own change). Returns the lockfile's package count.
     """
+    updated = with_dependency(installer, workspace, name, version)
+    write_inputs(workspace, updated)
+    return len(locked_packages(updated))
+
+
+def with_dependency(
+    installer: Installer, workspace: Path, name: str, version: str
+) -> DependencyInputs:
+    """The workspace's declarations and lockfile with `name==version` added; nothing written.
+
+    The package manager edits a temporary copy of the inputs, never the workspace.
+    """
     current = read_inputs(workspace, installer, require_lockfile=False)
     if current is None:
         raise InstallError(
@@ -148,15 +160,13 @@ def add_dependency(installer: Installer, workspace: Path, name: str, version: st
         installer.add(copy, name, version)
         updated = read_inputs(copy, installer)
     assert updated is not None, "add leaves a lockfile behind"
-    locked = locked_packages(updated)
-    if Package(normalized_name(installer.ecosystem, name), version) not in locked:
+    if Package(normalized_name(installer.ecosystem, name), version) not in locked_packages(updated):
         raise InstallError(
             f"the lockfile does not pin {label(installer.ecosystem, name, version)} after "
             "adding it; nothing was recorded"
         )
     kept = {n: updated.files[n] for n in (installer.declarations, installer.lockfile)}
-    write_inputs(workspace, DependencyInputs(updated.ecosystem, kept))
-    return len(locked)
+    return DependencyInputs(updated.ecosystem, current.files | kept)
 
 
 def locked_packages(inputs: DependencyInputs) -> list[Package]:

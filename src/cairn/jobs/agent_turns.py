@@ -13,6 +13,7 @@ from cairn.deps.requests import dependency_problem, label
 from cairn.engine import Evidence, Expect, Measurement, Pause, Result, Retry, StageDef, StageFailed
 from cairn.errors import LeaseLost
 from cairn.jobs import context
+from cairn.jobs.dependencies import install_approved
 from cairn.jobs.drive import Drive
 from cairn.sanitize import SUMMARY_LIMIT
 from cairn.stages import Stage
@@ -155,7 +156,7 @@ def _tell_dependency_decision(drive: Drive) -> None:
     what = label(latest.ecosystem, latest.name, latest.version)
     if latest.status == dep_ledger.APPROVED:
         drive.move(Stage.installing_dependency)
-        note = f"dependency {what} was approved"  # the constrained installer arrives later
+        note = install_approved(drive, latest)
     else:
         reason = reasons.get(latest.decision_id or -1) or "no reason given"
         note = f"dependency {what} was rejected: {reason}"

@@ -1,4 +1,4 @@
-"""Preparing a job: the baseline, the job's own worktree, its dependencies (engine stages)."""
+"""Preparing a job: the baseline and the job's own worktree (engine stages)."""
 
 from __future__ import annotations
 
@@ -71,16 +71,6 @@ def _workspace_now(drive: Drive, prior: RunRecord) -> str | None:
     return _workspace_identity(drive) if drive.worktree.is_valid() else None
 
 
-_NO_DEPENDENCIES = digest({"dependency_inputs": []})
-
-
-def _dependencies(drive: Drive) -> Result:
-    """No dependency inputs are materialized yet: the stage records that there were none."""
-    return Result(
-        _NO_DEPENDENCIES, Evidence.of(Measurement("packages_materialized", 0, Expect.all_of, 0))
-    )
-
-
 BASELINE: StageDef[Drive] = StageDef(
     name=Stage.preparing_baseline.value,
     run=_baseline,
@@ -94,10 +84,4 @@ WORKSPACE: StageDef[Drive] = StageDef(
     inputs=lambda drive: {"branch": drive.job.branch},
     required=("worktree_valid",),
     content_now=_workspace_now,
-)
-DEPENDENCIES: StageDef[Drive] = StageDef(
-    name=Stage.preparing_dependencies.value,
-    run=_dependencies,
-    required=("packages_materialized",),
-    content_now=lambda drive, prior: _NO_DEPENDENCIES,
 )

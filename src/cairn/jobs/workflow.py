@@ -6,9 +6,10 @@ from cairn.engine import Workflow
 from cairn.jobs import run_gate
 from cairn.jobs.agent_turns import AGENT
 from cairn.jobs.deliver import DELIVER
+from cairn.jobs.dependencies import DEPENDENCIES
 from cairn.jobs.drive import Drive, Handler
 from cairn.jobs.finish import REVIEW, SUMMARY, VERIFY
-from cairn.jobs.prepare import BASELINE, DEPENDENCIES, WORKSPACE
+from cairn.jobs.prepare import BASELINE, WORKSPACE
 from cairn.stages import Stage
 
 RUN_GATE: dict[Stage, Handler] = {

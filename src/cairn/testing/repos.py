@@ -35,6 +35,9 @@ SAMPLE_FILES = {
         'version = "0.1.0"\n'
         'requires-python = ">=3.11"\n'
         "\n"
+        "[dependency-groups]\n"
+        'dev = ["pytest==8.3.4"]\n'
+        "\n"
         "[tool.pytest.ini_options]\n"
         'pythonpath = ["src"]\n'
         'testpaths = ["tests"]\n'

@@ -1,8 +1,9 @@
 """Shell commands inside a workspace: sandboxed, an allowlisted environment, bounded output.
 
 Every command runs under bubblewrap: the whole file system read-only, only the workspace and a
-private temporary folder writable, the workspace's `.git` pointer read-only, cairn's home (or
-whatever the caller hides) replaced by an empty read-only folder, no network, no capabilities,
+private temporary folder writable, the workspace's `.git` pointer and its materialized
+dependencies (`.venv`, `node_modules`: first on PATH, as if activated) read-only, cairn's home
+(or whatever the caller hides) replaced by an empty read-only folder, no network, no capabilities,
 a session of its own, and nothing left running when it ends. Where no sandbox can be had,
 commands are refused unless the caller (the room's scope) allows running them unsandboxed.
 After every command the workspace boundary is checked: a link it made that leads outside
@@ -34,6 +35,12 @@ from cairn.workspace.boundary import check_no_new_escapes, escaping_links
 OUTPUT_TAIL_BYTES = 64 * 1024
 # Only these reach a command: never CAIRN_* (the store URL would bypass fencing) nor any secret.
 _PASSED_THROUGH = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM")
+# A folder cairn materialized from its dependency cache holds this file (the fingerprint).
+DEPENDENCY_MARKER = ".cairn-dependencies"
+# Where each kind of materialized folder keeps its commands: put first on PATH.
+_COMMAND_FOLDERS = {".venv": "bin", "node_modules": ".bin"}
+MATERIALIZED_FOLDERS = tuple(_COMMAND_FOLDERS)
+"""The workspace-root folders cairn may materialize dependencies into."""
 _PR_SET_PDEATHSIG = 1
 _PROBE_TIMEOUT = 20.0
 INSTALL_HINT = (
@@ -59,11 +66,30 @@ class CommandResult:
     """True when the command ran isolated (only the workspace writable, no network)."""
 
 
-def command_environment(private_tmp: Path, environ: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment of a workspace command: a short allowlist and a private HOME and TMPDIR."""
+def materialized_dependencies(workspace: Path) -> list[Path]:
+    """The workspace's folders that cairn materialized from its dependency cache."""
+    return [
+        folder
+        for folder in (workspace / name for name in _COMMAND_FOLDERS)
+        if not folder.is_symlink() and (folder / DEPENDENCY_MARKER).is_file()
+    ]
+
+
+def command_environment(
+    private_tmp: Path, environ: dict[str, str] | None = None, workspace: Path | None = None
+) -> dict[str, str]:
+    """The environment of a workspace command: a short allowlist and a private HOME and TMPDIR.
+
+    The workspace's materialized dependencies come first on PATH (`.venv` also as VIRTUAL_ENV),
+    as if activated.
+    """
     source = os.environ if environ is None else environ
     env = {name: source[name] for name in _PASSED_THROUGH if name in source}
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    for folder in materialized_dependencies(workspace) if workspace else ():
+        env["PATH"] = f"{folder / _COMMAND_FOLDERS[folder.name]}{os.pathsep}{env['PATH']}"
+        if folder.name == ".venv":
+            env["VIRTUAL_ENV"] = str(folder)
     env |= {
         "HOME": str(private_tmp),
         "TMPDIR": str(private_tmp),
@@ -121,7 +147,7 @@ def _run(
         process = subprocess.Popen(
             argv,
             cwd=workspace,
-            env=command_environment(private_tmp),
+            env=command_environment(private_tmp, workspace=workspace),
             stdin=subprocess.DEVNULL,
             stdout=output,
             stderr=subprocess.STDOUT,
@@ -159,6 +185,9 @@ def sandbox_argv(
         # The pointer to the repository's data: rewritten, it would aim cairn's own git at a
         # repository the command made (with its own filters and hooks).
         argv += ["--ro-bind", str(dot_git), str(dot_git)]
+    for folder in materialized_dependencies(workspace):
+        # Hardlinks of the shared cache entry: writing through them would change every job's.
+        argv += ["--ro-bind", str(folder), str(folder)]
     argv += ["--bind", str(private_tmp), str(private_tmp)]
     for folder in covers:
         argv += ["--remount-ro", str(folder)]

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from cairn.errors import WorkspaceError
+from cairn.workspace.commands import MATERIALIZED_FOLDERS
 from cairn.workspace.git import (
     GitError,
     check_branch_name,
@@ -62,6 +63,7 @@ class Mirror:
         with self.lock():
             if not self.exists():
                 self._clone()
+            self._exclude_materialized()
             self._fetch_base()
             return self.git("rev-parse", "--verify", f"{self.base_ref}^{{commit}}")
 
@@ -94,6 +96,14 @@ class Mirror:
         # Job commits and merge commits are fetched from here by sha before any ref names them.
         run_git("config", "uploadpack.allowAnySHA1InWant", "true", cwd=staging)
         staging.rename(self.path)
+
+    def _exclude_materialized(self) -> None:
+        """Keep dependencies cairn materializes into workspaces out of every job's content."""
+        exclude = self.path / "info" / "exclude"
+        wanted = "".join(f"/{name}/\n" for name in MATERIALIZED_FOLDERS)
+        if not exclude.is_file() or exclude.read_text(encoding="utf-8") != wanted:
+            exclude.parent.mkdir(exist_ok=True)
+            exclude.write_text(wanted, encoding="utf-8")
 
     def _fetch_base(self) -> None:
         refspec = f"+refs/heads/{self.base_branch}:{self.base_ref}"

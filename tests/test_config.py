@@ -1,0 +1,61 @@
+"""Configuration from the environment: dependency sources, audit and tools."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cairn.config import NPM_REGISTRY, PYPI_INDEX, Config
+from cairn.errors import UsageError
+
+
+def test_dependency_settings_default_to_the_public_registries_and_the_home(tmp_path: Path) -> None:
+    config = Config.from_env({}, home=tmp_path)
+    assert (config.pypi_index, config.npm_registry) == (PYPI_INDEX, NPM_REGISTRY)
+    assert config.deps_dir == tmp_path / "deps"
+    assert config.downloads_dir == tmp_path / "downloads"
+    assert (config.osv_dir, config.osv_url, config.uv_command, config.npm_command) == (
+        None,
+        None,
+        None,
+        None,
+    )
+
+
+def test_dependency_settings_come_from_the_environment(tmp_path: Path) -> None:
+    config = Config.from_env(
+        {
+            "CAIRN_PYPI_INDEX": "https://pypi.example.com/simple",
+            "CAIRN_NPM_REGISTRY": "http://127.0.0.1:4873/",
+            "CAIRN_OSV_DIR": str(tmp_path / "osv"),
+            "CAIRN_OSV_URL": "https://api.osv.dev",
+            "CAIRN_PACKAGE_DOWNLOADS": str(tmp_path / "dl"),
+            "CAIRN_UV": "/opt/uv/bin/uv",
+        },
+        home=tmp_path,
+    )
+    assert config.pypi_index == "https://pypi.example.com/simple"
+    assert config.npm_registry == "http://127.0.0.1:4873/"
+    assert config.osv_dir == tmp_path / "osv" and config.osv_url == "https://api.osv.dev"
+    assert config.downloads_dir == tmp_path / "dl"
+    assert config.uv_command == Path("/opt/uv/bin/uv")
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "said"),
+    [
+        ("CAIRN_PYPI_INDEX", "https://user:s3cret@pypi.example.com/simple", "credentials"),
+        ("CAIRN_NPM_REGISTRY", "http://registry.example.com/", "https://"),
+        ("CAIRN_OSV_URL", "file:///etc/passwd", "https://"),
+        ("CAIRN_OSV_DIR", "relative/osv", "absolute path"),
+        ("CAIRN_UV", "uv", "absolute path"),
+    ],
+)
+def test_unusable_dependency_settings_name_the_variable(
+    tmp_path: Path, name: str, value: str, said: str
+) -> None:
+    with pytest.raises(UsageError) as raised:
+        Config.from_env({name: value}, home=tmp_path)
+    assert name in str(raised.value) and said in str(raised.value)
+    assert "s3cret" not in str(raised.value)
