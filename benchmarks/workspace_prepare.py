@@ -5,10 +5,17 @@ Builds two realistic projects against the real registries, then measures in one 
 - cold: `uv sync --frozen` / `npm ci` into a fresh workspace with an empty package cache;
 - warm: the same into another fresh workspace, the package manager's cache now full;
 - cairn hit: a new job's workspace with the same lockfile, through `cairn.deps` (read inputs,
-  fingerprint, ledger lookup, advisory re-check, content verification, hardlinks).
+  fingerprint, ledger lookup, advisory re-check, hardlinks each checked against the entry's
+  manifest); `cairn_hit_new_process` is the same hit timed inside a fresh Python process
+  (probes, advisory folder and manifest not yet seen; interpreter start-up left out);
+- link floor: `cp -al` of the entry's folder, no checks at all: what hardlinking that many
+  files and folders costs on this file system, for any tool.
 
-Prints the medians and the ratios. Run: `.venv/bin/python benchmarks/workspace_prepare.py`
-(needs uv, npm and network). Not part of the test suite.
+For uv, `warm` is plain `uv sync` (no bytecode, about half the files of a cairn entry) and
+`warm_compiled` adds `--compile-bytecode`, the same output as a cairn entry. Prints the
+medians, the ratios and whether each target is met. Run:
+`.venv/bin/python benchmarks/workspace_prepare.py` (needs uv, npm, cp and network). Not part of
+the test suite.
 """
 
 from __future__ import annotations
@@ -33,8 +40,6 @@ from cairn.deps import (
     bundled_advisories,
     read_inputs,
 )
-from cairn.deps import npm as npm_module
-from cairn.deps import uv as uv_module
 from cairn.store import Store
 
 PYTHON_DEPENDENCIES = [
@@ -47,6 +52,32 @@ NPM_DEPENDENCIES = {
     "axios": "1.7.9", "commander": "12.1.0", "chalk": "4.1.2", "webpack-cli": "5.1.4",
 }  # fmt: skip
 REPEATS = 5
+Measure = Callable[[int], float]
+"""Round n's measurement, in seconds."""
+# The issue's targets: cairn's hit is at least this many times faster than each baseline.
+PYTHON_TARGETS = {"warm": 1.5, "warm_compiled": 1.5}
+NPM_TARGETS = {"warm": 5.0, "cold": 10.0}
+# A hit in a new runner process: prepare and materialize, timed inside the child.
+HIT_IN_NEW_PROCESS = """
+import json, shutil, sys, time
+from pathlib import Path
+from cairn.deps import DependencyCache, OsvDirectory, bundled_advisories, get_installer
+from cairn.deps import read_inputs
+from cairn.store import Store
+
+spec = json.loads(sys.argv[1])
+store = Store.open(spec["store"])
+cache = DependencyCache(store, Path(spec["root"]), auditors=[OsvDirectory(bundled_advisories())])
+installer = get_installer(spec["installer"], **spec["options"])
+workspace = Path(spec["workspace"])
+start = time.perf_counter()
+workspace.mkdir(parents=True)
+for name in spec["names"]:
+    shutil.copyfile(Path(spec["project"]) / name, workspace / name)
+record = cache.prepare(installer, read_inputs(workspace, installer))
+cache.materialize(installer, record, workspace)
+print(time.perf_counter() - start)
+"""
 
 
 def main() -> None:
@@ -83,14 +114,17 @@ def measure_python(base: Path, uv: str, cache: DependencyCache) -> dict[str, obj
         run([*args, "--python", sys.executable], workspace, env)
 
     cold = timed(lambda: uv_sync(base / "cold"))
-    warm = median(lambda n: uv_sync(base / f"warm-{n}"))
-    warm_pyc = median(lambda n: uv_sync(base / f"warm-pyc-{n}", "--compile-bytecode"))
+    warm: dict[str, Measure] = {
+        "warm": lambda n: timed(lambda: uv_sync(base / f"warm-{n}")),
+        "warm_compiled": lambda n: timed(
+            lambda: uv_sync(base / f"warm-pyc-{n}", "--compile-bytecode")
+        ),
+    }
     installer = UvInstaller(uv=shutil.which(uv) or uv, download_cache=base / "cairn-uv-cache")
-    probes = (uv_module.uv_version, uv_module.python_facts)
+    options = {"uv": installer.uv, "python": installer.python}
     return measure_cairn(
-        "python (uv)", project, base, installer, cache, probes,
-        {"cold": cold, "warm": warm, "warm_compiled": warm_pyc},
-    )  # fmt: skip
+        "python (uv)", project, base, installer, cache, options, cold, warm, PYTHON_TARGETS
+    )
 
 
 def measure_npm(base: Path, cache: DependencyCache) -> dict[str, object]:
@@ -108,12 +142,10 @@ def measure_npm(base: Path, cache: DependencyCache) -> dict[str, object]:
         run(["npm", "ci", *flags], workspace, env)
 
     cold = timed(lambda: npm_ci(base / "cold"))
-    warm = median(lambda n: npm_ci(base / f"warm-{n}"))
+    warm: dict[str, Measure] = {"warm": lambda n: timed(lambda: npm_ci(base / f"warm-{n}"))}
     installer = NpmInstaller(download_cache=base / "cairn-npm-cache")
-    probes = (npm_module.npm_version, npm_module.node_version)
-    return measure_cairn(
-        "npm", project, base, installer, cache, probes, {"cold": cold, "warm": warm}
-    )
+    options = {"npm": installer.npm, "node": installer.node}
+    return measure_cairn("npm", project, base, installer, cache, options, cold, warm, NPM_TARGETS)
 
 
 def measure_cairn(
@@ -122,10 +154,17 @@ def measure_cairn(
     base: Path,
     installer: Installer,
     cache: DependencyCache,
-    probes: tuple[Callable[..., object], ...],
-    baseline: dict[str, float],
+    options: dict[str, str],
+    cold: float,
+    warm: dict[str, Measure],
+    targets: dict[str, float],
 ) -> dict[str, object]:
-    """cairn's first preparation (a build), then hits into new workspaces: warm and cold probes."""
+    """cairn's first preparation (a build), then rounds of everything else.
+
+    Each round times a cairn hit, each warm baseline, a hit in a new process and the link
+    floor one after the other, so a machine that gets busier or quieter meanwhile weighs on
+    all of them alike; each is reported as its median over the rounds.
+    """
     names = (installer.declarations, installer.lockfile)
 
     def prepare(workspace: Path) -> int:
@@ -135,23 +174,44 @@ def measure_cairn(
 
     first = timed(lambda: prepare(base / "cairn-first"))
     record = cache.prepare(installer, read_inputs(base / "cairn-first", installer))
-    hit = median(lambda n: prepare(base / f"cairn-hit-{n}"))
+    spec = {
+        "store": cache.store.engine.url.render_as_string(hide_password=False),
+        "root": str(cache.root),
+        "installer": installer.name,
+        "options": options,
+        "project": str(project),
+        "names": names,
+    }
 
-    def fresh_process(n: int) -> None:
-        for probe in probes:  # what a new runner process pays once: `uv --version` and the like
-            probe.cache_clear()  # type: ignore[attr-defined]
-        prepare(base / f"cairn-hit-cold-probes-{n}")
+    def new_process(n: int) -> float:
+        workspace = {"workspace": str(base / f"cairn-hit-new-process-{n}")}
+        argv = [sys.executable, "-c", HIT_IN_NEW_PROCESS, json.dumps(spec | workspace)]
+        done = subprocess.run(argv, check=True, capture_output=True, text=True)
+        return float(done.stdout.split()[-1])
 
-    hit_new_process = median(fresh_process)
+    entry = cache.entry_path(record.fingerprint) / installer.target
+    path = {"PATH": os.environ.get("PATH", os.defpath)}
+    rounds: dict[str, Measure] = {
+        "cairn_hit": lambda n: timed(lambda: prepare(base / f"cairn-hit-{n}")),
+        **warm,
+        "cairn_hit_new_process": new_process,
+        "link_floor": lambda n: timed(
+            lambda: run(["cp", "-al", str(entry), str(base / f"floor-{n}")], base, path)
+        ),
+    }
+    times: dict[str, list[float]] = {key: [] for key in rounds}
+    for n in range(REPEATS):
+        for key, measure in rounds.items():
+            times[key].append(measure(n))
     return {
         "label": label,
         "packages": record.package_count,
         "size_mib": (record.size_bytes or 0) / 2**20,
         "files": sum(len(files) for _, _, files in os.walk(cache.entry_path(record.fingerprint))),
+        "cold": cold,
         "cairn_first": first,
-        "cairn_hit": hit,
-        "cairn_hit_new_process": hit_new_process,
-        **baseline,
+        **{key: statistics.median(seconds) for key, seconds in times.items()},
+        "targets": targets,
     }
 
 
@@ -161,15 +221,15 @@ def report(rows: list[dict[str, object]]) -> None:
         print(f"\n{row['label']}: {row['packages']} packages, {row['files']} files, "
               f"{row['size_mib']:.1f} MiB")  # fmt: skip
         for key in ("cold", "warm", "warm_compiled", "cairn_first", "cairn_hit",
-                    "cairn_hit_new_process"):  # fmt: skip
+                    "cairn_hit_new_process", "link_floor"):  # fmt: skip
             if key in row:
                 seconds = float(row[key])  # type: ignore[arg-type]
                 ratio = f"{seconds / hit:6.1f}x the cairn hit" if key != "cairn_hit" else ""
                 print(f"  {key:<24} {seconds:8.3f} s  {ratio}")
-
-
-def median(action: Callable[[int], object]) -> float:
-    return statistics.median(timed(lambda n=n: action(n)) for n in range(REPEATS))
+        for key, wanted in row["targets"].items():  # type: ignore[attr-defined]
+            got = float(row[key]) / hit
+            verdict = "met" if got >= wanted else "NOT met"
+            print(f"  target: hit {wanted:g}x faster than {key}: {got:.1f}x, {verdict}")
 
 
 def timed(action: Callable[[], object]) -> float:

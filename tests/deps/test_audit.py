@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from cairn.deps import OsvDirectory, OsvService, Package, bundled_advisories
+from cairn.deps import audit as audit_module
 from cairn.deps.audit import (
     cvss3_score,
     matching,
@@ -47,6 +48,35 @@ def test_the_bundled_advisories_block_the_vulnerable_versions_only() -> None:
     assert osv.audit("npm", [Package("minimist", "0.2.3")])  # the second affected range
     assert osv.audit("npm", [Package("minimist", "1.2.6"), Package("minimist", "0.2.4")]) == []
     assert osv.audit("pypi", [Package("minimist", "1.2.5")]) == []  # another ecosystem
+
+
+def test_an_advisory_folder_is_parsed_once_and_again_when_it_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "advisories"
+    folder.mkdir()
+    ranges = [{"type": "ECOSYSTEM", "events": [{"introduced": "0"}]}]
+    first = advisory(ranges, database_specific={"severity": "LOW"})
+    (folder / "one.json").write_text(json.dumps(first))
+    parsed = []
+    real_loads = audit_module.json.loads
+    monkeypatch.setattr(audit_module.json, "loads", lambda t: parsed.append(1) or real_loads(t))
+    demo = [Package("demo-pkg", "1.0")]
+
+    [low] = OsvDirectory(folder).audit("pypi", demo)
+    assert OsvDirectory(folder).audit("pypi", demo) == [low]  # a new auditor, the same parse
+    assert low.severity == "LOW" and len(parsed) == 1
+    rewritten = advisory(ranges, database_specific={"severity": "HIGH"})
+    (folder / "one.json").write_text(json.dumps(rewritten) + " " * 8)  # rewritten in place
+    [high] = OsvDirectory(folder).audit("pypi", demo)
+    assert high.severity == "HIGH" and len(parsed) == 2
+    (folder / "two.json").write_text(json.dumps(advisory(ranges, id="OSV-TEST-2")))
+    assert {f.advisory for f in OsvDirectory(folder).audit("pypi", demo)} == {
+        "OSV-TEST-1",
+        "OSV-TEST-2",
+    }
+    (folder / "one.json").unlink()
+    assert [f.advisory for f in OsvDirectory(folder).audit("pypi", demo)] == ["OSV-TEST-2"]
 
 
 def test_range_events_fixed_last_affected_and_explicit_versions() -> None:

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import os
 import shutil
+import stat
 import subprocess
 import threading
+import time
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from cairn.deps import (
     DependencyCache,
@@ -27,7 +31,8 @@ from cairn.deps import (
 from cairn.deps import cache as cache_module
 from cairn.store import Store
 from cairn.store import dependency_caches as ledger
-from cairn.store.dependency_caches import CacheStatus
+from cairn.store.dependency_caches import CacheRecord, CacheStatus
+from cairn.store.schema import dependency_caches
 from cairn.workspace.boundary import escaping_links
 
 from .conftest import (
@@ -215,7 +220,7 @@ def test_materialized_files_are_hardlinks_or_copies_and_no_link_leads_into_the_c
         if path.is_symlink():
             assert not Path(os.path.realpath(path)).is_relative_to(cache.root)
 
-    def no_hardlinks(source: str, target: str) -> None:
+    def no_hardlinks(*_args: object, **_kwargs: object) -> None:
         raise OSError(errno.EXDEV, "Invalid cross-device link")
 
     monkeypatch.setattr(cache_module.os, "link", no_hardlinks)
@@ -320,3 +325,188 @@ def test_npm_entries_materialize_with_their_bin_links_inside(
         [str(link), "1.2.3", "-r", ">=1"], capture_output=True, text=True, check=False
     )
     assert done.stdout.strip() == "1.2.3"
+
+
+def built_and_used(
+    tmp_path: Path, cache: DependencyCache
+) -> tuple[FakeInstaller, CacheRecord, Path]:
+    """A ready entry of two packages, materialized once; (installer, record, one file in it)."""
+    installer = FakeInstaller()
+    workspace = fake_project(tmp_path / "job-1", {"left-pad": "1.3.0", "is-number": "7.0.0"})
+    record = cache.prepare(installer, read_inputs(workspace, installer))
+    assert cache.materialize(installer, record, workspace) == 2
+    entry = cache.entry_path(record.fingerprint)
+    return installer, record, entry / "node_modules" / "left-pad" / "index.js"
+
+
+def refused_next_time(
+    tmp_path: Path, cache: DependencyCache, installer: FakeInstaller, record: CacheRecord
+) -> None:
+    """The next materialization is refused, leaves nothing behind and quarantines the entry."""
+    target = tmp_path / "job-next"
+    target.mkdir()
+    with pytest.raises(QuarantinedError, match="changed after it was built"):
+        cache.materialize(installer, record, target)
+    assert not (target / "node_modules").exists()
+    [row] = cache.entries()
+    assert row.status is CacheStatus.quarantined
+
+
+def test_a_hit_hashes_no_content_and_links_the_recorded_inodes(
+    tmp_path: Path, cache: DependencyCache, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    installer = FakeInstaller(links={"bin-link": "left-pad/index.js"})
+    workspace = fake_project(tmp_path / "job-1", {"left-pad": "1.3.0"})
+    record = cache.prepare(installer, read_inputs(workspace, installer))
+    entry = cache.entry_path(record.fingerprint)
+    manifest = entry / cache_module.MANIFEST
+    assert hashlib.sha256(manifest.read_bytes()).hexdigest() == record.content_id
+    assert stat.S_IMODE(manifest.stat().st_mode) & 0o222 == 0
+
+    def no_hashing(path: str) -> bytes:
+        raise AssertionError("a hit must not hash content")
+
+    monkeypatch.setattr(cache_module, "_sha256", no_hashing)
+    for job in ("job-2", "job-3"):
+        target = tmp_path / job
+        target.mkdir()
+        assert cache.materialize(installer, record, target) == 1
+        index = Path("node_modules/left-pad/index.js")
+        assert (target / index).stat().st_ino == (entry / index).stat().st_ino
+        assert os.readlink(target / "node_modules" / "bin-link") == "left-pad/index.js"
+        marker = target / "node_modules" / cache_module.MARKER
+        assert marker.read_text().strip() == record.fingerprint
+
+
+def test_a_same_size_write_in_place_is_caught_by_the_next_materialize(
+    tmp_path: Path, cache: DependencyCache
+) -> None:
+    installer, record, index = built_and_used(tmp_path, cache)
+    before = index.stat()
+    index.chmod(0o644)
+    index.write_bytes(index.read_bytes().replace(b"1.3.0", b"6.6.6"))
+    index.chmod(stat.S_IMODE(before.st_mode))
+    after = index.stat()
+    assert (after.st_size, after.st_ino, after.st_mode) == (
+        before.st_size,
+        before.st_ino,
+        before.st_mode,
+    )
+    refused_next_time(tmp_path, cache, installer, record)
+
+
+def test_a_file_replaced_by_rename_is_caught_even_with_its_times_restored(
+    tmp_path: Path, cache: DependencyCache
+) -> None:
+    installer, record, index = built_and_used(tmp_path, cache)
+    before, folder = index.stat(), index.parent.stat()
+    index.parent.chmod(0o755)
+    swap = index.parent / "swap"
+    swap.write_bytes(index.read_bytes().replace(b"1.3.0", b"6.6.6"))
+    swap.chmod(stat.S_IMODE(before.st_mode))
+    os.utime(swap, ns=(before.st_atime_ns, before.st_mtime_ns))
+    os.rename(swap, index)
+    index.parent.chmod(stat.S_IMODE(folder.st_mode))
+    os.utime(index.parent, ns=(folder.st_atime_ns, folder.st_mtime_ns))
+    after = index.stat()
+    assert (after.st_size, after.st_mtime_ns, after.st_mode) == (
+        before.st_size,
+        before.st_mtime_ns,
+        before.st_mode,
+    )
+    assert after.st_ino != before.st_ino  # only the inode tells
+    refused_next_time(tmp_path, cache, installer, record)
+
+
+def test_a_file_added_to_an_entry_folder_is_caught(tmp_path: Path, cache: DependencyCache) -> None:
+    installer, record, index = built_and_used(tmp_path, cache)
+    mode = stat.S_IMODE(index.parent.stat().st_mode)
+    index.parent.chmod(0o755)
+    (index.parent / "extra.pth").write_text("import os\n")  # what a .pth in site-packages does
+    index.parent.chmod(mode)
+    refused_next_time(tmp_path, cache, installer, record)
+
+
+def test_a_rewritten_manifest_is_refused(tmp_path: Path, cache: DependencyCache) -> None:
+    installer = FakeInstaller()
+    workspace = fake_project(tmp_path / "job-1", {"left-pad": "1.3.0"})
+    record = cache.prepare(installer, read_inputs(workspace, installer))
+    entry = cache.entry_path(record.fingerprint)
+    manifest = entry / cache_module.MANIFEST
+    data = manifest.read_bytes()
+    tree = data.split(b"\0")[1]
+    entry.chmod(0o755)
+    manifest.chmod(0o644)
+    manifest.write_bytes(data.replace(tree, b"0" * len(tree)))
+    refused_next_time(tmp_path, cache, installer, record)
+
+
+def test_a_touched_but_unchanged_file_is_hashed_in_full_and_used(
+    tmp_path: Path, cache: DependencyCache, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    installer, record, index = built_and_used(tmp_path, cache)
+    before = index.stat()
+    os.utime(index, ns=(before.st_atime_ns, before.st_mtime_ns + 10**9))
+    hashed = []
+    real_sha256 = cache_module._sha256
+    monkeypatch.setattr(cache_module, "_sha256", lambda p: hashed.append(p) or real_sha256(p))
+    target = tmp_path / "job-2"
+    target.mkdir()
+    assert cache.materialize(installer, record, target) == 2
+    assert str(index) in hashed  # the fallback hashed the content, which had not changed
+    assert (target / "node_modules/left-pad/index.js").stat().st_ino == before.st_ino
+    [row] = cache.entries()
+    assert row.status is CacheStatus.ready
+
+
+def test_cache_verify_catches_a_write_that_restores_the_mtime(
+    tmp_path: Path, cache: DependencyCache
+) -> None:
+    """The documented gap: the per-use check cannot see this write, the full hash does."""
+    installer, record, index = built_and_used(tmp_path, cache)
+    before = index.stat()
+    index.chmod(0o644)
+    index.write_bytes(index.read_bytes().replace(b"1.3.0", b"6.6.6"))
+    index.chmod(stat.S_IMODE(before.st_mode))
+    os.utime(index, ns=(before.st_atime_ns, before.st_mtime_ns))
+    target = tmp_path / "job-2"
+    target.mkdir()
+    assert cache.materialize(installer, record, target) == 2  # size, inode, mtime as recorded
+    with pytest.raises(QuarantinedError, match="changed after it was built"):
+        cache.verify(record)
+    [row] = cache.entries()
+    assert row.status is CacheStatus.quarantined
+
+
+def test_use_is_written_to_the_ledger_at_most_once_a_minute(
+    tmp_path: Path, cache: DependencyCache
+) -> None:
+    installer, record, _index = built_and_used(tmp_path, cache)
+    with cache.store.begin() as conn:
+        used = ledger.get(conn, record.id).updated_at
+    for job, minutes_ago in (("job-2", 0), ("job-3", 2)):
+        if minutes_ago:
+            with cache.store.begin() as conn:
+                earlier = used - timedelta(minutes=minutes_ago)
+                conn.execute(
+                    sa.update(dependency_caches)
+                    .where(dependency_caches.c.id == record.id)
+                    .values(updated_at=earlier)
+                )
+        (tmp_path / job).mkdir()
+        cache.materialize(installer, record, tmp_path / job)
+        with cache.store.begin() as conn:
+            now = ledger.get(conn, record.id).updated_at
+        assert (now == used) if not minutes_ago else (now > used)
+
+
+def test_recording_waits_out_the_timestamp_tick(monkeypatch: pytest.MonkeyPatch) -> None:
+    slept: list[float] = []
+    monkeypatch.setattr(cache_module.time, "sleep", slept.append)
+    now = time.time_ns()
+    cache_module._settle([now - 10 * 10**9])  # written long ago: nothing to wait for
+    assert slept == []
+    cache_module._settle([now - 1_000])  # nanosecond timestamps: a jiffy or two
+    assert 0 < slept[-1] <= 0.02
+    cache_module._settle([now - now % 10**9])  # whole seconds (FAT, HFS+): up to 2 s
+    assert 1 <= slept[-1] <= 2

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import urllib.parse
 import urllib.request
@@ -61,36 +62,54 @@ class Auditor(Protocol):
 
 
 class OsvDirectory:
-    """Advisories from a local folder of OSV JSON files (searched recursively)."""
+    """Advisories from a local folder of OSV JSON files (searched recursively).
+
+    The folder is parsed once per process and parsed again only when its list of files, or a
+    file's size, mtime or inode, changes: every cache hit is audited against it.
+    """
 
     name = "osv-directory"
 
     def __init__(self, folder: Path) -> None:
-        self.folder = Path(folder)
-        self._index: dict[tuple[str, str], list[dict[str, Any]]] | None = None
+        self.folder = Path(folder).absolute()
 
     def audit(self, ecosystem: str, packages: Sequence[Package]) -> list[Finding]:
-        index = self._load()
+        index = parsed_advisories(self.folder)
         found: list[Finding] = []
         for package in packages:
             key = (_OSV_ECOSYSTEM[ecosystem], _name(ecosystem, package.name))
             found += matching(ecosystem, package, index.get(key, []))
         return found
 
-    def _load(self) -> dict[tuple[str, str], list[dict[str, Any]]]:
-        if self._index is None:
-            if not self.folder.is_dir():
-                raise InstallError(
-                    "the configured OSV advisory folder does not exist; fix the auditor "
-                    "configuration so dependencies can be audited"
-                )
-            index: dict[tuple[str, str], list[dict[str, Any]]] = {}
-            for path in sorted(self.folder.rglob("*.json")):
-                advisory = json.loads(path.read_text(encoding="utf-8"))
-                for ecosystem, name in _affected_names(advisory):
-                    index.setdefault((ecosystem, name), []).append(advisory)
-            self._index = index
-        return self._index
+
+_Index = dict[tuple[str, str], list[dict[str, Any]]]
+_Listing = tuple[tuple[str, int, int, int], ...]
+_PARSED: dict[Path, tuple[_Listing, _Index]] = {}
+
+
+def parsed_advisories(folder: Path) -> _Index:
+    """The advisories under `folder` by (OSV ecosystem, normalized name); parsed when changed."""
+    if not folder.is_dir():
+        raise InstallError(
+            "the configured OSV advisory folder does not exist; fix the auditor "
+            "configuration so dependencies can be audited"
+        )
+    paths = sorted(folder.rglob("*.json"))
+    listing = tuple((str(p), *_stamp(p.stat())) for p in paths)
+    known = _PARSED.get(folder)
+    if known is not None and known[0] == listing:
+        return known[1]
+    index: _Index = {}
+    for path in paths:
+        advisory = json.loads(path.read_text(encoding="utf-8"))
+        for ecosystem, name in _affected_names(advisory):
+            index.setdefault((ecosystem, name), []).append(advisory)
+    _PARSED[folder] = (listing, index)
+    return index
+
+
+def _stamp(info: os.stat_result) -> tuple[int, int, int]:
+    return info.st_size, info.st_mtime_ns, info.st_ino
 
 
 class OsvService:
