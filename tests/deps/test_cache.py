@@ -29,6 +29,8 @@ from cairn.deps import (
     read_inputs,
 )
 from cairn.deps import cache as cache_module
+from cairn.deps import manifest as manifest_module
+from cairn.deps import tree as tree_module
 from cairn.store import Store
 from cairn.store import dependency_caches as ledger
 from cairn.store.dependency_caches import CacheRecord, CacheStatus
@@ -223,7 +225,7 @@ def test_materialized_files_are_hardlinks_or_copies_and_no_link_leads_into_the_c
     def no_hardlinks(*_args: object, **_kwargs: object) -> None:
         raise OSError(errno.EXDEV, "Invalid cross-device link")
 
-    monkeypatch.setattr(cache_module.os, "link", no_hardlinks)
+    monkeypatch.setattr(tree_module.os, "link", no_hardlinks)
     elsewhere = tmp_path / "other-filesystem"
     elsewhere.mkdir()
     assert cache.materialize(uv_installer, record, elsewhere) == 1
@@ -359,14 +361,14 @@ def test_a_hit_hashes_no_content_and_links_the_recorded_inodes(
     workspace = fake_project(tmp_path / "job-1", {"left-pad": "1.3.0"})
     record = cache.prepare(installer, read_inputs(workspace, installer))
     entry = cache.entry_path(record.fingerprint)
-    manifest = entry / cache_module.MANIFEST
+    manifest = entry / manifest_module.MANIFEST
     assert hashlib.sha256(manifest.read_bytes()).hexdigest() == record.content_id
     assert stat.S_IMODE(manifest.stat().st_mode) & 0o222 == 0
 
     def no_hashing(path: str) -> bytes:
         raise AssertionError("a hit must not hash content")
 
-    monkeypatch.setattr(cache_module, "_sha256", no_hashing)
+    monkeypatch.setattr(tree_module, "_sha256", no_hashing)
     for job in ("job-2", "job-3"):
         target = tmp_path / job
         target.mkdir()
@@ -432,7 +434,7 @@ def test_a_rewritten_manifest_is_refused(tmp_path: Path, cache: DependencyCache)
     workspace = fake_project(tmp_path / "job-1", {"left-pad": "1.3.0"})
     record = cache.prepare(installer, read_inputs(workspace, installer))
     entry = cache.entry_path(record.fingerprint)
-    manifest = entry / cache_module.MANIFEST
+    manifest = entry / manifest_module.MANIFEST
     data = manifest.read_bytes()
     tree = data.split(b"\0")[1]
     entry.chmod(0o755)
@@ -448,8 +450,8 @@ def test_a_touched_but_unchanged_file_is_hashed_in_full_and_used(
     before = index.stat()
     os.utime(index, ns=(before.st_atime_ns, before.st_mtime_ns + 10**9))
     hashed = []
-    real_sha256 = cache_module._sha256
-    monkeypatch.setattr(cache_module, "_sha256", lambda p: hashed.append(p) or real_sha256(p))
+    real_sha256 = tree_module._sha256
+    monkeypatch.setattr(tree_module, "_sha256", lambda p: hashed.append(p) or real_sha256(p))
     target = tmp_path / "job-2"
     target.mkdir()
     assert cache.materialize(installer, record, target) == 2
@@ -502,11 +504,11 @@ def test_use_is_written_to_the_ledger_at_most_once_a_minute(
 
 def test_recording_waits_out_the_timestamp_tick(monkeypatch: pytest.MonkeyPatch) -> None:
     slept: list[float] = []
-    monkeypatch.setattr(cache_module.time, "sleep", slept.append)
+    monkeypatch.setattr(manifest_module.time, "sleep", slept.append)
     now = time.time_ns()
-    cache_module._settle([now - 10 * 10**9])  # written long ago: nothing to wait for
+    manifest_module._settle([now - 10 * 10**9])  # written long ago: nothing to wait for
     assert slept == []
-    cache_module._settle([now - 1_000])  # nanosecond timestamps: a jiffy or two
+    manifest_module._settle([now - 1_000])  # nanosecond timestamps: a jiffy or two
     assert 0 < slept[-1] <= 0.02
-    cache_module._settle([now - now % 10**9])  # whole seconds (FAT, HFS+): up to 2 s
+    manifest_module._settle([now - now % 10**9])  # whole seconds (FAT, HFS+): up to 2 s
     assert 1 <= slept[-1] <= 2

@@ -5,13 +5,15 @@ An agent asks for one exact package version (`requests`); once a person approves
 (`get_installer("uv" | "npm")`) working on a temporary copy. `DependencyCache.prepare` then
 builds, audits (`Auditor`: `OsvDirectory`, `OsvService`) and stores the result read-only under
 its `fingerprint`, or reuses it without any install when the fingerprint is known;
-`DependencyCache.materialize` hardlinks it into a workspace after verifying its content.
+`DependencyCache.materialize` hardlinks it into a workspace, checking each hardlink against
+the entry's manifest and hashing the content in full only on a difference (`cairn cache verify`
+always hashes it in full).
 """
 
 from __future__ import annotations
 
 from cairn.deps.audit import Auditor, Finding, OsvDirectory, OsvService, bundled_advisories
-from cairn.deps.cache import DependencyCache, content_identity
+from cairn.deps.cache import DependencyCache
 from cairn.deps.fingerprint import DependencyInputs, Environment, fingerprint, read_inputs
 from cairn.deps.installer import (
     Installer,
@@ -25,6 +27,7 @@ from cairn.deps.installer import (
     with_dependency,
 )
 from cairn.deps.npm import NpmInstaller
+from cairn.deps.tree import content_identity
 from cairn.deps.uv import UvInstaller
 
 __all__ = [
