@@ -74,7 +74,7 @@ def _through_the_gates(store: Store, runner: Runner, job_id: int, narrate: Narra
         store,
         job_id,
         narrate,
-        "The agent asked for pypi rich==13.7.1. admin approves exactly that version; cairn "
+        "The agent asked for pypi termcolor==2.4.0. admin approves exactly that version; cairn "
         "adds it to pyproject.toml and uv.lock from a temporary copy, installs wheels only (no "
         "build hooks), audits the resolved set against OSV advisories, caches it read-only "
         "under its fingerprint, and hardlinks it into the job's workspace:",

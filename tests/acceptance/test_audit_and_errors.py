@@ -15,7 +15,7 @@ pytestmark = pytest.mark.acceptance
 ASKS_FOR_RICH = """
 steps:
   - write: {path: a.txt, content: "a\\n"}
-  - request_dependency: {ecosystem: pypi, name: rich, version: "13.7.1", reason: "colour"}
+  - request_dependency: {ecosystem: pypi, name: termcolor, version: "2.4.0", reason: "colour"}
   - finish: {summary: "Added a.txt"}
 """
 

@@ -69,8 +69,8 @@ steps:
   - append: {path: a.txt, content: "written before the pause\\n"}
   - request_dependency:
       ecosystem: pypi
-      name: rich
-      version: "13.7.1"
+      name: termcolor
+      version: "2.4.0"
       reason: "colour output"
   - append: {path: a.txt, content: "written after the approval\\n"}
   - write: {path: a2.txt, content: "second file of job 1\\n"}
@@ -81,7 +81,7 @@ steps:
 def test_a_job_paused_at_the_dependency_gate_resumes_its_own_context(cli: Cli) -> None:
     """Job 1 waits for a person while job 2 runs and is delivered; job 1 then goes on alone."""
     cli.room()
-    one = cli.submit(PAUSING_JOB, "Job 1: needs rich")
+    one = cli.submit(PAUSING_JOB, "Job 1: needs termcolor")
     two = cli.submit(WRITE_B, "Job 2: add b.txt")
     cli.work()
 
@@ -90,9 +90,9 @@ def test_a_job_paused_at_the_dependency_gate_resumes_its_own_context(cli: Cli) -
     assert [
         (d["ecosystem"], d["name"], d["version"], d["status"])
         for d in paused["dependency_requests"]
-    ] == [("pypi", "rich", "13.7.1", "pending")]
+    ] == [("pypi", "termcolor", "2.4.0", "pending")]
     assert paused["review"] is None and paused["result_fingerprint"] is None
-    assert paused["feed"] == "Job 1: needs rich\n\n[awaiting_dependency_approval]"
+    assert paused["feed"] == "Job 1: needs termcolor\n\n[awaiting_dependency_approval]"
     assert (cli.workspace(one) / "a.txt").read_text() == "written before the pause\n"
     assert cli.show(two)["stage"] == "awaiting_review", "job 2 did not wait behind job 1"
 

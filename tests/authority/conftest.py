@@ -30,7 +30,7 @@ WRITE_B = 'steps:\n  - write: {path: b.txt, content: "b\\n"}\n  - finish: {summa
 ASKS_FOR_RICH = """
 steps:
   - write: {path: a.txt, content: "a\\n"}
-  - request_dependency: {ecosystem: pypi, name: rich, version: "13.7.1", reason: "colour"}
+  - request_dependency: {ecosystem: pypi, name: termcolor, version: "2.4.0", reason: "colour"}
   - write: {path: a2.txt, content: "after the decision\\n"}
   - finish: {summary: "a.txt and a2.txt"}
 """

@@ -16,7 +16,7 @@ WRITE = 'steps:\n  - write: {path: w.txt, content: "w\\n"}\n  - finish: {summary
 ASKS = """
 steps:
   - write: {path: a.txt, content: "a\\n"}
-  - request_dependency: {ecosystem: pypi, name: rich, version: "13.7.1", reason: "colour"}
+  - request_dependency: {ecosystem: pypi, name: termcolor, version: "2.4.0", reason: "colour"}
   - finish: {summary: "added a"}
 """
 

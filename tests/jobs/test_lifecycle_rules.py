@@ -15,7 +15,7 @@ from .conftest import Cairn
 DEPENDENCY_THEN_WRITE = """
 steps:
   - write: {path: a.txt, content: "from job A\\n"}
-  - request_dependency: {ecosystem: pypi, name: rich, version: "13.7.1", reason: "colour"}
+  - request_dependency: {ecosystem: pypi, name: termcolor, version: "2.4.0", reason: "colour"}
   - write: {path: a2.txt, content: "after approval\\n"}
   - finish: {summary: "job A done"}
 """
@@ -51,7 +51,8 @@ def test_rule_1_job_specific_continuity(cairn: Cairn) -> None:
         b_context = contexts.load(conn, b.id)
     assert a_context is not None and b_context is not None
     assert a_context["agent"]["position"] == 4
-    assert any("rich==13.7.1 was approved" in n for n in a_context["agent"].get("notes_seen", []))
+    notes = a_context["agent"].get("notes_seen", [])
+    assert any("termcolor==2.4.0 was approved" in n for n in notes)
     assert not b_context["agent"].get("notes_seen")
 
 
@@ -119,7 +120,7 @@ def test_rule_3_admin_may_reject_own_final_pr_with_a_reason(cairn: Cairn) -> Non
 
 def test_rule_4_dependency_needs_exact_version_approval(cairn: Cairn) -> None:
     """Only one exact version reaches a person; approving it records that exact ask."""
-    ranged = cairn.submit(DEPENDENCY_THEN_WRITE.replace('"13.7.1"', '">=13"'))
+    ranged = cairn.submit(DEPENDENCY_THEN_WRITE.replace('"2.4.0"', '">=2"'))
     cairn.work()
     refused = cairn.detail(ranged.id)
     assert refused["status"] == "failed" and "not one exact version" in refused["diagnosis"]
@@ -129,7 +130,7 @@ def test_rule_4_dependency_needs_exact_version_approval(cairn: Cairn) -> None:
     cairn.work()
     asked = cairn.detail(exact.id)["dependency_requests"]
     assert [(d["ecosystem"], d["name"], d["version"], d["status"]) for d in asked] == [
-        ("pypi", "rich", "13.7.1", "pending")
+        ("pypi", "termcolor", "2.4.0", "pending")
     ]
     cairn.approve(exact.id)
     cairn.work()
@@ -138,7 +139,7 @@ def test_rule_4_dependency_needs_exact_version_approval(cairn: Cairn) -> None:
     assert [d["gate"] for d in approved["decisions"]] == ["run", "dependency"]
     # Installed inside the workspace's boundary, recorded in its declarations and lockfile.
     workspace = cairn.config.workspace_path(cairn.store.installation_id, exact.id)
-    assert '"rich==13.7.1"' in (workspace / "pyproject.toml").read_text()
+    assert '"termcolor==2.4.0"' in (workspace / "pyproject.toml").read_text()
     assert (workspace / ".venv" / ".cairn-dependencies").is_file()
     assert not (workspace / ".venv").is_symlink()
 

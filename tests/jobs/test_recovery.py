@@ -33,7 +33,7 @@ def _kill_once_after_the_turn(monkeypatch: pytest.MonkeyPatch) -> None:
     [
         ('fail: "could not find the entry point"', Stage.failed, Status.failed),
         (
-            'request_dependency: {ecosystem: pypi, name: rich, version: "13.7.1", reason: r}',
+            'request_dependency: {ecosystem: pypi, name: termcolor, version: "2.4.0", reason: r}',
             Stage.awaiting_dependency_approval,
             Status.waiting,
         ),

@@ -21,8 +21,8 @@ def _script(planted: Planted) -> str:
         {
             "request_dependency": {
                 "ecosystem": "pypi",
-                "name": "rich",
-                "version": "13.7.1",
+                "name": "termcolor",
+                "version": "2.4.0",
                 "reason": planted.text,
             }
         },
