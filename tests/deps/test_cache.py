@@ -341,6 +341,30 @@ def built_and_used(
     return installer, record, entry / "node_modules" / "left-pad" / "index.js"
 
 
+def used_again(
+    tmp_path: Path, cache: DependencyCache, installer: FakeInstaller, record: CacheRecord
+) -> Path:
+    """Materialize the entry into a new job's workspace (both packages); that workspace."""
+    target = tmp_path / "job-2"
+    target.mkdir()
+    assert cache.materialize(installer, record, target) == 2
+    return target
+
+
+def write_in_place(index: Path) -> os.stat_result:
+    """Change a read-only file of an entry in place, same size, mode restored; its old stat."""
+    before = index.stat()
+    index.chmod(0o644)
+    index.write_bytes(index.read_bytes().replace(b"1.3.0", b"6.6.6"))
+    index.chmod(stat.S_IMODE(before.st_mode))
+    return before
+
+
+def only_status(cache: DependencyCache) -> CacheStatus:
+    [row] = cache.entries()
+    return row.status
+
+
 def refused_next_time(
     tmp_path: Path, cache: DependencyCache, installer: FakeInstaller, record: CacheRecord
 ) -> None:
@@ -350,8 +374,7 @@ def refused_next_time(
     with pytest.raises(QuarantinedError, match="changed after it was built"):
         cache.materialize(installer, record, target)
     assert not (target / "node_modules").exists()
-    [row] = cache.entries()
-    assert row.status is CacheStatus.quarantined
+    assert only_status(cache) is CacheStatus.quarantined
 
 
 def test_a_hit_hashes_no_content_and_links_the_recorded_inodes(
@@ -384,10 +407,7 @@ def test_a_same_size_write_in_place_is_caught_by_the_next_materialize(
     tmp_path: Path, cache: DependencyCache
 ) -> None:
     installer, record, index = built_and_used(tmp_path, cache)
-    before = index.stat()
-    index.chmod(0o644)
-    index.write_bytes(index.read_bytes().replace(b"1.3.0", b"6.6.6"))
-    index.chmod(stat.S_IMODE(before.st_mode))
+    before = write_in_place(index)
     after = index.stat()
     assert (after.st_size, after.st_ino, after.st_mode) == (
         before.st_size,
@@ -452,13 +472,10 @@ def test_a_touched_but_unchanged_file_is_hashed_in_full_and_used(
     hashed = []
     real_sha256 = tree_module._sha256
     monkeypatch.setattr(tree_module, "_sha256", lambda p: hashed.append(p) or real_sha256(p))
-    target = tmp_path / "job-2"
-    target.mkdir()
-    assert cache.materialize(installer, record, target) == 2
+    target = used_again(tmp_path, cache, installer, record)
     assert str(index) in hashed  # the fallback hashed the content, which had not changed
     assert (target / "node_modules/left-pad/index.js").stat().st_ino == before.st_ino
-    [row] = cache.entries()
-    assert row.status is CacheStatus.ready
+    assert only_status(cache) is CacheStatus.ready
 
 
 def test_cache_verify_catches_a_write_that_restores_the_mtime(
@@ -466,18 +483,12 @@ def test_cache_verify_catches_a_write_that_restores_the_mtime(
 ) -> None:
     """The documented gap: the per-use check cannot see this write, the full hash does."""
     installer, record, index = built_and_used(tmp_path, cache)
-    before = index.stat()
-    index.chmod(0o644)
-    index.write_bytes(index.read_bytes().replace(b"1.3.0", b"6.6.6"))
-    index.chmod(stat.S_IMODE(before.st_mode))
+    before = write_in_place(index)
     os.utime(index, ns=(before.st_atime_ns, before.st_mtime_ns))
-    target = tmp_path / "job-2"
-    target.mkdir()
-    assert cache.materialize(installer, record, target) == 2  # size, inode, mtime as recorded
+    used_again(tmp_path, cache, installer, record)  # size, inode, mtime as recorded
     with pytest.raises(QuarantinedError, match="changed after it was built"):
         cache.verify(record)
-    [row] = cache.entries()
-    assert row.status is CacheStatus.quarantined
+    assert only_status(cache) is CacheStatus.quarantined
 
 
 def test_use_is_written_to_the_ledger_at_most_once_a_minute(
