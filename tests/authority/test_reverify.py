@@ -40,7 +40,7 @@ def _agent_position(team: Cairn, job_id: int) -> int:
 
 
 def _workspace_has(team: Cairn, job_id: int, name: str) -> bool:
-    path = team.config.workspace_path(team.store.installation_id, job_id)
+    path = team.workspace(job_id)
     return (path / name).exists()
 
 

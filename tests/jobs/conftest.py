@@ -55,6 +55,10 @@ class Cairn:
         """Run a fresh runner until nothing is queued or in flight."""
         return Runner(self.store, self.config).work(until_idle=True, job_id=job_id)
 
+    def workspace(self, job_id: int) -> Path:
+        """Where the job's worktree lives in this installation."""
+        return self.config.workspace_path(self.store.installation_id, job_id)
+
     def job(self, job_id: int) -> Job:
         with self.store.begin() as conn:
             return job_ledger.get_job(conn, job_id)

@@ -87,10 +87,6 @@ def _evidence(cairn: Cairn, job_id: int, stage: Stage) -> dict:
     return runs[-1]["evidence"]
 
 
-def _workspace(cairn: Cairn, job_id: int) -> Path:
-    return cairn.config.workspace_path(cairn.store.installation_id, job_id)
-
-
 def test_an_approved_python_package_is_installed_and_the_agents_next_step_imports_it(
     cairn: Cairn,
 ) -> None:
@@ -154,7 +150,7 @@ def test_a_second_job_with_the_same_lockfile_installs_nothing_and_a_changed_one_
     assert evidence["dependency_sets"]["value"] == 1
     assert evidence["packages_materialized"]["value"] == entry.package_count > 0
     assert [(e.id, e.status) for e in _cache(cairn).entries()] == [(entry.id, CacheStatus.ready)]
-    venv = _workspace(cairn, second.id) / ".venv"
+    venv = cairn.workspace(second.id) / ".venv"
     assert (venv / ".cairn-dependencies").read_text().strip() == entry.fingerprint
 
     third = cairn.submit(python_package_job("tomli-w", "1.1.0", "tomli_w"))
@@ -189,7 +185,7 @@ def test_a_package_with_an_advisory_is_quarantined_and_blocks_the_job(cairn: Cai
     assert (detail["status"], detail["stage"]) == ("blocked", "installing_dependency")
     assert "certifi==2023.5.7" in detail["diagnosis"]
     assert "GHSA-xqr8-7jwr-rhp7" in detail["diagnosis"]
-    workspace = _workspace(cairn, job.id)
+    workspace = cairn.workspace(job.id)
     assert "certifi" not in (workspace / "pyproject.toml").read_text(), "workspace untouched"
     assert not (workspace / ".venv").exists() and not (workspace / "uv.lock").exists()
     [entry] = _cache(cairn).entries()
@@ -211,7 +207,7 @@ def test_a_file_changed_in_a_cache_entry_blocks_the_next_job_until_pruned(cairn:
     detail = cairn.detail(second.id)
     assert (detail["status"], detail["stage"]) == ("blocked", "preparing_dependencies")
     assert TAMPERED[:80] in detail["diagnosis"]
-    assert not (_workspace(cairn, second.id) / ".venv").exists()
+    assert not (cairn.workspace(second.id) / ".venv").exists()
     assert _cache(cairn).entries()[0].status is CacheStatus.quarantined
 
     _cache(cairn).prune()
@@ -237,7 +233,7 @@ def test_job_a_waits_for_approval_while_job_b_runs_then_resumes_in_its_own_conte
     cairn.approve(a.id)
     cairn.work()
     assert cairn.job(a.id).stage is Stage.awaiting_review
-    workspace = _workspace(cairn, a.id)
+    workspace = cairn.workspace(a.id)
     assert (workspace / "imported.txt").read_text() == "1.16.0\n"
     assert (workspace / "notes.txt").read_text() == "before the dependency\n", "not redone"
     with cairn.store.begin() as conn:
@@ -245,7 +241,7 @@ def test_job_a_waits_for_approval_while_job_b_runs_then_resumes_in_its_own_conte
     assert mine is not None and theirs is not None
     assert any("six==1.16.0 was approved" in n for n in mine["agent"]["notes_seen"])
     assert not theirs["agent"].get("notes_seen"), "B never heard A's decision"
-    assert not (_workspace(cairn, b.id) / ".venv").exists()
+    assert not (cairn.workspace(b.id) / ".venv").exists()
 
 
 def test_materialized_dependencies_are_hardlinks_inside_the_workspace(cairn: Cairn) -> None:
@@ -253,7 +249,7 @@ def test_materialized_dependencies_are_hardlinks_inside_the_workspace(cairn: Cai
     cairn.work()
     cairn.approve(job.id)
     cairn.work()
-    venv = _workspace(cairn, job.id) / ".venv"
+    venv = cairn.workspace(job.id) / ".venv"
     [entry] = _cache(cairn).entries()
     cached = _cache(cairn).entry_path(entry.fingerprint) / ".venv"
     for path in venv.rglob("*"):

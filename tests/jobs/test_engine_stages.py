@@ -56,7 +56,7 @@ def test_show_reports_recipe_content_evidence_reuse_and_attempt(cairn: Cairn) ->
 def test_an_equal_size_edit_of_a_workspace_file_makes_the_agent_stage_stale(cairn: Cairn) -> None:
     job_id = _waiting_for_review(cairn)
     before = cairn.detail(job_id)
-    workspace = cairn.config.workspace_path(cairn.store.installation_id, job_id)
+    workspace = cairn.workspace(job_id)
     notes = workspace / "notes.txt"
     edited = notes.read_bytes().replace(b"first", b"FIRST")
     assert len(edited) == notes.stat().st_size

@@ -138,7 +138,7 @@ def test_rule_4_dependency_needs_exact_version_approval(cairn: Cairn) -> None:
     assert approved["dependency_requests"][0]["status"] == "approved"
     assert [d["gate"] for d in approved["decisions"]] == ["run", "dependency"]
     # Installed inside the workspace's boundary, recorded in its declarations and lockfile.
-    workspace = cairn.config.workspace_path(cairn.store.installation_id, exact.id)
+    workspace = cairn.workspace(exact.id)
     assert '"termcolor==2.4.0"' in (workspace / "pyproject.toml").read_text()
     assert (workspace / ".venv" / ".cairn-dependencies").is_file()
     assert not (workspace / ".venv").is_symlink()

@@ -55,7 +55,7 @@ def test_an_outcome_saved_before_a_crash_is_not_lost(
 
 def test_a_job_that_errors_is_blocked_and_the_queue_goes_on(cairn: Cairn) -> None:
     poisoned = cairn.submit(WRITE_B)
-    path = cairn.config.workspace_path(cairn.store.installation_id, poisoned.id)
+    path = cairn.workspace(poisoned.id)
     path.mkdir(parents=True)
     (path / "someone-elses-file").write_text("not cairn's\n")
     healthy = cairn.submit(WRITE_B)
@@ -103,7 +103,7 @@ def test_commands_see_no_cairn_settings_and_no_secrets(
     monkeypatch.setenv("CAIRN_DATABASE_URL", "postgresql+psycopg://postgres@127.0.0.1/secret")
     job = cairn.submit("steps:\n  - run: env > seen-env.txt\n  - finish: {summary: env}\n")
     cairn.work()
-    workspace = cairn.config.workspace_path(cairn.store.installation_id, job.id)
+    workspace = cairn.workspace(job.id)
     seen = (workspace / "seen-env.txt").read_text()
     assert "sk-test-never-visible" not in seen and "CAIRN_" not in seen
     assert "PATH=" in seen and f"HOME={workspace}" not in seen

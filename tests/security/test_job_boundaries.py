@@ -26,7 +26,7 @@ def test_without_a_sandbox_a_job_with_commands_is_blocked_with_what_to_do(
     detail = cairn.detail(job.id)
     assert detail["status"] == "blocked", detail
     assert "apt-get install bubblewrap" in detail["diagnosis"]
-    workspace = cairn.config.workspace_path(cairn.store.installation_id, job.id)
+    workspace = cairn.workspace(job.id)
     assert not (workspace / "ran.txt").exists()
 
 
@@ -41,7 +41,7 @@ def test_an_agent_command_cannot_write_outside_or_reach_the_network(cairn: Cairn
     )
     job = cairn.submit(script)
     cairn.work()
-    workspace = cairn.config.workspace_path(cairn.store.installation_id, job.id)
+    workspace = cairn.workspace(job.id)
     assert outside.read_text() == "keep me\n"
     assert (workspace / "refused.txt").exists() and (workspace / "push.txt").exists()
     assert cairn.git("for-each-ref", "refs/heads/sneaky") == ""

@@ -23,14 +23,6 @@ from cairn.workspace.worktree import Worktree
 
 
 @pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    root = tmp_path / "workspace"
-    (root / ".git").mkdir(parents=True)
-    (root / ".git" / "config").write_text("[core]\n")
-    return root
-
-
-@pytest.fixture
 def no_sandbox(monkeypatch: pytest.MonkeyPatch) -> None:
     """As on a machine without bubblewrap."""
     monkeypatch.setattr(commands, "_bwrap_path", lambda: None)
