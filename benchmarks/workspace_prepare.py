@@ -5,9 +5,12 @@ Builds two realistic projects against the real registries, then measures in one 
 - cold: `uv sync --frozen` / `npm ci` into a fresh workspace with an empty package cache;
 - warm: the same into another fresh workspace, the package manager's cache now full;
 - cairn hit: a new job's workspace with the same lockfile, through `cairn.deps` (read inputs,
-  fingerprint, ledger lookup, advisory re-check, hardlinks each checked against the entry's
-  manifest); `cairn_hit_new_process` is the same hit timed inside a fresh Python process
-  (probes, advisory folder and manifest not yet seen; interpreter start-up left out);
+  fingerprint, ledger lookup, advisory re-check), as a runner that used the entry before does
+  it: its spare, linked ahead off the job's path (`link_ahead`, timed on its own), is checked
+  path by path and moved in by a rename (`cairn.deps.spares`);
+- `cairn_hit_linking`: the same with no spare, hardlinks made on the spot, each checked
+  against the entry's manifest; `cairn_hit_new_process` is that timed inside a fresh Python
+  process (probes, advisory folder and manifest not yet seen; interpreter start-up left out);
 - link floor: `cp -al` of the entry's folder, no checks at all: what hardlinking that many
   files and folders costs on this file system, for any tool.
 
@@ -164,9 +167,10 @@ def measure_cairn(
 ) -> dict[str, object]:
     """cairn's first preparation (a build), then rounds of everything else.
 
-    Each round times a cairn hit, each warm baseline, a hit in a new process and the link
-    floor one after the other, so a machine that gets busier or quieter meanwhile weighs on
-    all of them alike; each is reported as its median over the rounds.
+    Each round links a spare ahead, then times a cairn hit (taking it), a hit with no spare,
+    each warm baseline, a hit in a new process and the link floor one after the other, so a
+    machine that gets busier or quieter meanwhile weighs on all of them alike; each is
+    reported as its median over the rounds.
     """
     names = (installer.declarations, installer.lockfile)
 
@@ -195,7 +199,9 @@ def measure_cairn(
     entry = cache.entry_path(record.fingerprint) / installer.target
     path = {"PATH": os.environ.get("PATH", os.defpath)}
     rounds: dict[str, Measure] = {
+        "link_ahead": lambda n: timed(lambda: cache.link_ahead(installer, record, base)),
         "cairn_hit": lambda n: timed(lambda: prepare(base / f"cairn-hit-{n}")),
+        "cairn_hit_linking": lambda n: timed(lambda: prepare(base / f"cairn-linking-{n}")),
         **warm,
         "cairn_hit_new_process": new_process,
         "link_floor": lambda n: timed(
@@ -224,15 +230,18 @@ def report(rows: list[dict[str, object]]) -> None:
         print(f"\n{row['label']}: {row['packages']} packages, {row['files']} files, "
               f"{row['size_mib']:.1f} MiB")  # fmt: skip
         for key in ("cold", "cold_compiled", "warm", "warm_compiled", "cairn_first", "cairn_hit",
-                    "cairn_hit_new_process", "link_floor"):  # fmt: skip
+                    "link_ahead", "cairn_hit_linking", "cairn_hit_new_process",
+                    "link_floor"):  # fmt: skip
             if key in row:
                 seconds = float(row[key])  # type: ignore[arg-type]
                 ratio = f"{seconds / hit:6.1f}x the cairn hit" if key != "cairn_hit" else ""
                 print(f"  {key:<24} {seconds:8.3f} s  {ratio}")
+        linking = float(row["cairn_hit_linking"])  # type: ignore[arg-type]
         for key, wanted in row["targets"].items():  # type: ignore[attr-defined]
-            got = float(row[key]) / hit
-            verdict = "met" if got >= wanted else "NOT met"
-            print(f"  target: hit {wanted:g}x faster than {key}: {got:.1f}x, {verdict}")
+            baseline = float(row[key])  # type: ignore[arg-type]
+            verdict = "met" if baseline / hit >= wanted else "NOT met"
+            print(f"  target: hit {wanted:g}x faster than {key}: {baseline / hit:.1f}x, {verdict}"
+                  f" (with no spare: {baseline / linking:.1f}x)")  # fmt: skip
 
 
 def timed(action: Callable[[], object]) -> float:

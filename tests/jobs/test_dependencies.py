@@ -12,12 +12,13 @@ import json
 import os
 import stat
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 from tests.deps.conftest import require_npm, snapshot
 
-from cairn.deps import DependencyCache, bundled_advisories
+from cairn.deps import DependencyCache, bundled_advisories, spares
 from cairn.deps.cache import TAMPERED
 from cairn.deps.uv import find_uv
 from cairn.jobs import gates
@@ -82,6 +83,16 @@ def _deliver(cairn: Cairn, job_id: int) -> None:
     raise AssertionError(f"job {job_id} was not delivered")
 
 
+def _spare_linked_ahead(cairn: Cairn) -> int:
+    """Wait for the one spare the runner links ahead after materializing; its folder's inode."""
+    deadline = time.monotonic() + 60
+    while not spares.held(_cache(cairn).root):
+        assert time.monotonic() < deadline, "no spare was linked ahead"
+        time.sleep(0.05)
+    [spare] = spares.held(_cache(cairn).root)
+    return spare.stat().st_ino
+
+
 def _evidence(cairn: Cairn, job_id: int, stage: Stage) -> dict:
     runs = [s for s in cairn.detail(job_id)["stages"] if s["name"] == stage.value]
     return runs[-1]["evidence"]
@@ -141,16 +152,18 @@ def test_a_second_job_with_the_same_lockfile_installs_nothing_and_a_changed_one_
     assert _installs(log), "the first job built the entry"
     [entry] = _cache(cairn).entries()
     built = snapshot(_cache(cairn).entry_path(entry.fingerprint))
+    spare = _spare_linked_ahead(cairn)
 
     log.write_text("")
     second = cairn.submit(WRITE_ONLY)
     _deliver(cairn, second.id)
     assert _installs(log) == [], "a fingerprint hit runs no package manager"
+    venv = cairn.workspace(second.id) / ".venv"
+    assert venv.stat().st_ino == spare, "the runner's spare was moved in"
     evidence = _evidence(cairn, second.id, Stage.preparing_dependencies)
     assert evidence["dependency_sets"]["value"] == 1
     assert evidence["packages_materialized"]["value"] == entry.package_count > 0
     assert [(e.id, e.status) for e in _cache(cairn).entries()] == [(entry.id, CacheStatus.ready)]
-    venv = cairn.workspace(second.id) / ".venv"
     assert (venv / ".cairn-dependencies").read_text().strip() == entry.fingerprint
 
     third = cairn.submit(python_package_job("tomli-w", "1.1.0", "tomli_w"))

@@ -7,7 +7,7 @@ builds, audits (`Auditor`: `OsvDirectory`, `OsvService`) and stores the result r
 its `fingerprint`, or reuses it without any install when the fingerprint is known;
 `DependencyCache.materialize` hardlinks it into a workspace, checking each hardlink against
 the entry's manifest and hashing the content in full only on a difference (`cairn cache verify`
-always hashes it in full).
+always hashes it in full), or moves in a spare it linked ahead (`spares`).
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import os
 import re
 import secrets
@@ -27,6 +28,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from cairn.deps import spares
 from cairn.deps.audit import Auditor, quarantine_reason, verdict
 from cairn.deps.fingerprint import DependencyInputs, fingerprint, write_inputs
 from cairn.deps.installer import Installer, InstallError, Package, QuarantinedError
@@ -56,6 +58,7 @@ TAMPERED = (
 _FINGERPRINT = re.compile(r"[0-9a-f]{64}")
 # Pruning by age counts in days: one ledger write a minute per entry is plenty.
 _TOUCH_EVERY = timedelta(minutes=1)
+_log = logging.getLogger("cairn.deps")
 
 
 class DependencyCache:
@@ -107,8 +110,10 @@ class DependencyCache:
     def materialize(self, installer: Installer, record: CacheRecord, workspace: Path) -> int:
         """Hardlink the entry into `workspace/<target>`, checking it on the way; packages there.
 
-        What is checked is what was linked (see `cairn.deps.manifest`); on a mismatch the new
-        folder is removed, and the entry quarantined unless its content proves unchanged.
+        A spare this process linked ahead is moved in instead, if still as it was made (see
+        `cairn.deps.spares`). What is checked is what was linked (see `cairn.deps.manifest`);
+        on a mismatch the new folder is removed, and the entry quarantined unless its content
+        proves unchanged.
         """
         entry = self.entry_path(record.fingerprint)
         target = Path(workspace) / installer.target
@@ -117,7 +122,10 @@ class DependencyCache:
         with self._locked(record.fingerprint, exclusive=False):
             _clear_previous(target, installer.target)
             try:
-                if not linked_as_recorded(entry, record, installer.target, target, outside):
+                taken = spares.take(self.root, record, installer.target, target)
+                if not taken and not linked_as_recorded(
+                    entry, record, installer.target, target, outside
+                ):
                     remove_tree(target)
                     self._check_content(record, mirror(entry, installer.target, target, outside))
                 (target / MARKER).write_text(record.fingerprint + "\n", encoding="utf-8")
@@ -128,6 +136,28 @@ class DependencyCache:
             with self.store.begin() as conn:
                 ledger.touch(conn, record.id)
         return len(installer.resolved(Path(workspace)))
+
+    def link_ahead(self, installer: Installer, record: CacheRecord, workspace: Path) -> bool:
+        """Link a spare of the entry for this process's next workspace beside `workspace`.
+
+        Off the job's path: the next `materialize` of the entry takes it by a rename (see
+        `cairn.deps.spares`), after checking the entry is still ready. Touches no ledger, so
+        any thread may run it. Whether a spare is ready; never raises, a spare is only a head
+        start.
+        """
+        try:
+            with self._locked(record.fingerprint, exclusive=False):
+                return spares.link_ahead(
+                    self.root,
+                    self.entry_path(record.fingerprint),
+                    record,
+                    installer.target,
+                    installer.environment().outside_links,
+                    near=Path(workspace),
+                )
+        except Exception:  # the next materialize links as usual
+            _log.debug("no spare linked for entry %s", record.id, exc_info=True)
+            return False
 
     def _usable(self, record: CacheRecord) -> CacheRecord:
         """The entry's current row (another process may have quarantined it), if it is ready."""
@@ -180,6 +210,7 @@ class DependencyCache:
             if wanted and self._remove(record):
                 removed.append(record)
         self._sweep_leftovers()
+        spares.sweep(self.root)
         return removed
 
     def _reaudited(self, record: CacheRecord) -> CacheRecord:

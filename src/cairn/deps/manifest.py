@@ -195,6 +195,41 @@ def _recorded_plan(entry: Path, content_id: str, name: str) -> _Plan | None:
     return _Plan(tuple(folders.values()), tuple(others))
 
 
+def linked_ahead(
+    entry: Path, record: CacheRecord, name: str, container: Path, outside: Sequence[str]
+) -> tuple[Row, ...] | None:
+    """Link `entry/<name>` into `container/<name>` ahead of need; what was made, or None.
+
+    Linked and checked as `linked_as_recorded` does. The rows give every path under
+    `container` with its lstat, for `still_as_made` to compare later: files keep the entry's
+    inodes, sizes and mtimes, and a folder's mtime moves when a name is added or removed. None
+    when linking failed or the result holds anything the manifest does not. Recording waits
+    out the timestamp tick of the last write first, so no later write can hide in it.
+    """
+    if not linked_as_recorded(entry, record, name, container / name, outside):
+        return None
+    _settle([time.time_ns()])
+    made = tuple((relative, _facts(info), b"") for relative, _, info in walk(container))
+    own, prefix = os.fsencode(name), os.fsencode(name) + b"/"
+    recorded = {
+        relative: facts
+        for relative, facts, _ in read_manifest(entry, record.content_id).rows
+        if relative == own or relative.startswith(prefix)
+    }
+    for relative, facts, _ in made:
+        kept = recorded.get(relative)
+        if kept is None or stat.S_IFMT(kept[0]) != stat.S_IFMT(facts[0]):
+            return None
+        if stat.S_ISREG(facts[0]) and facts != kept:
+            return None
+    return made if len(made) == len(recorded) else None
+
+
+def still_as_made(container: Path, rows: Iterable[Row]) -> bool:
+    """Whether every path under `container` still has the lstat `linked_ahead` recorded."""
+    return not _changed(container, rows)
+
+
 class _Stale(Exception):
     """Something in the entry no longer matches its manifest."""
 

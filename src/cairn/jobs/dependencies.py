@@ -12,6 +12,7 @@ are written into the workspace, so a quarantined package leaves the workspace un
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -90,6 +91,9 @@ def materialize(
     cache = dependency_cache(drive)
     record = record or cache.prepare(installer, inputs)
     count = cache.materialize(installer, record, drive.worktree.path)
+    # This runner's next job with these inputs gets its layout by a rename (cairn.deps.spares).
+    ahead = (installer, record, drive.worktree.path)
+    threading.Thread(target=cache.link_ahead, args=ahead, name="link-ahead", daemon=True).start()
     pinned = set(locked_packages(inputs))
     present = installer.resolved(drive.worktree.path)
     return Materialized(count, record.package_count or 0, len(set(present) - pinned))

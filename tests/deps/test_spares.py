@@ -1,0 +1,148 @@
+"""Spares: an entry's layout linked ahead, moved into the next workspace only while intact."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from cairn.deps import DependencyCache, QuarantinedError, read_inputs, spares
+from cairn.deps import manifest as manifest_module
+from cairn.deps import tree as tree_module
+from cairn.deps.cache import MARKER
+from cairn.store import dependency_caches as ledger
+from cairn.store.dependency_caches import CacheStatus
+
+from .conftest import FakeInstaller, fake_project
+from .test_cache import built_and_used, only_status, refused_next_time, write_in_place
+
+
+def spare_of(cache: DependencyCache, workspace: Path, installer: FakeInstaller, record) -> Path:
+    """Link a spare of the entry ahead; the spare's folder."""
+    assert cache.link_ahead(installer, record, workspace)
+    [spare] = spares.held(cache.root)
+    assert spare.name == "node_modules" and spare.is_dir()
+    return spare
+
+
+def new_workspace(tmp_path: Path, name: str) -> Path:
+    workspace = tmp_path / name
+    workspace.mkdir()
+    return workspace
+
+
+def test_the_next_materialization_takes_the_spare_by_a_rename(
+    tmp_path: Path, cache: DependencyCache, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    installer, record, index = built_and_used(tmp_path, cache)
+    spare = spare_of(cache, tmp_path / "job-1", installer, record)
+    folder_inode = spare.stat().st_ino
+
+    def fails(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a spare is moved in, not linked or hashed")
+
+    monkeypatch.setattr(manifest_module, "_link_folder", fails)
+    monkeypatch.setattr(tree_module, "_sha256", fails)
+    workspace = new_workspace(tmp_path, "job-2")
+    assert cache.materialize(installer, record, workspace) == 2
+    moved = workspace / "node_modules"
+    assert moved.stat().st_ino == folder_inode
+    assert (moved / "left-pad" / "index.js").stat().st_ino == index.stat().st_ino
+    assert (moved / MARKER).read_text().strip() == record.fingerprint
+    assert spares.held(cache.root) == [] and not spare.parent.exists()
+
+    monkeypatch.undo()  # with no spare left, the next one is linked as usual
+    third = new_workspace(tmp_path, "job-3")
+    assert cache.materialize(installer, record, third) == 2
+    assert (third / "node_modules" / "left-pad" / "index.js").stat().st_ino == index.stat().st_ino
+
+
+def test_a_name_added_to_a_spare_keeps_it_out_of_every_workspace(
+    tmp_path: Path, cache: DependencyCache
+) -> None:
+    installer, record, _index = built_and_used(tmp_path, cache)
+    spare = spare_of(cache, tmp_path / "job-1", installer, record)
+    spare_inode = spare.stat().st_ino
+    (spare / "left-pad" / "sitecustomize.js").write_text("planted\n")
+
+    workspace = new_workspace(tmp_path, "job-2")
+    assert cache.materialize(installer, record, workspace) == 2
+    linked = workspace / "node_modules"
+    assert not (linked / "left-pad" / "sitecustomize.js").exists()
+    assert linked.stat().st_ino != spare_inode, "linked afresh"
+    assert not spare.parent.exists(), "the spare is removed"
+    assert only_status(cache) is CacheStatus.ready, "the entry itself is fine"
+
+
+def test_a_spare_of_an_entry_changed_since_is_refused_and_the_entry_quarantined(
+    tmp_path: Path, cache: DependencyCache
+) -> None:
+    installer, record, index = built_and_used(tmp_path, cache)
+    spare = spare_of(cache, tmp_path / "job-1", installer, record)
+    write_in_place(index)  # the spare's file is the same inode: it changed too
+    refused_next_time(tmp_path, cache, installer, record)
+    assert not spare.parent.exists()
+
+
+def test_a_quarantined_entry_is_never_materialized_from_its_spare(
+    tmp_path: Path, cache: DependencyCache
+) -> None:
+    installer, record, _index = built_and_used(tmp_path, cache)
+    spare_of(cache, tmp_path / "job-1", installer, record)
+    with cache.store.begin() as conn:
+        ledger.quarantine(conn, record.id, "an advisory arrived")
+    workspace = new_workspace(tmp_path, "job-2")
+    with pytest.raises(QuarantinedError, match="an advisory arrived"):
+        cache.materialize(installer, record, workspace)
+    assert not (workspace / "node_modules").exists()
+
+
+def test_a_process_keeps_a_few_spares_for_the_entries_it_used_last(
+    tmp_path: Path, cache: DependencyCache
+) -> None:
+    installer = FakeInstaller()
+    made = []
+    for n in range(spares.KEEP + 1):
+        workspace = fake_project(tmp_path / f"job-{n}", {f"package-{n}": "1.0.0"})
+        record = cache.prepare(installer, read_inputs(workspace, installer))
+        assert cache.link_ahead(installer, record, workspace)
+        assert cache.link_ahead(installer, record, workspace), "one spare an entry"
+        made.append(spares.held(cache.root)[-1])
+    assert spares.held(cache.root) == made[1:]
+    assert not made[0].exists()
+
+
+def test_prune_sweeps_the_spares_of_processes_that_are_gone(
+    tmp_path: Path, cache: DependencyCache
+) -> None:
+    installer, record, _index = built_and_used(tmp_path, cache)
+    mine = spare_of(cache, tmp_path / "job-1", installer, record)
+    # What a process that died leaves: its folder and a lock file nobody holds.
+    gone = cache.root / spares.SPARES / "0123456789abcdef"
+    (gone / "1234abcd" / "node_modules").mkdir(parents=True)
+    (gone.parent / f"{gone.name}.lock").touch()
+
+    cache.prune()
+    assert not gone.exists() and not (gone.parent / f"{gone.name}.lock").exists()
+    assert spares.held(cache.root) == [mine] and mine.is_dir(), "a live process keeps its own"
+
+
+def test_no_spare_is_linked_for_a_workspace_on_another_file_system(
+    tmp_path: Path, cache: DependencyCache, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    installer, record, _index = built_and_used(tmp_path, cache)
+    real_stat = os.stat
+    elsewhere = tmp_path / "job-1"
+
+    def other_device(path, *args, **kwargs):
+        found = real_stat(path, *args, **kwargs)
+        if Path(path) == elsewhere:
+            fields = list(found)
+            fields[2] = found.st_dev + 1  # st_dev
+            return os.stat_result(fields)
+        return found
+
+    monkeypatch.setattr(os, "stat", other_device)
+    assert not cache.link_ahead(installer, record, elsewhere)
+    assert spares.held(cache.root) == []
