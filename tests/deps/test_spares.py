@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import os
+import secrets
+import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -113,19 +117,94 @@ def test_a_process_keeps_a_few_spares_for_the_entries_it_used_last(
     assert not made[0].exists()
 
 
-def test_prune_sweeps_the_spares_of_processes_that_are_gone(
+HOLD_A_POOL = """
+import sys, time
+from pathlib import Path
+from cairn.deps.spares import SPARES, _owned
+lock, folder = _owned(Path(sys.argv[1]) / SPARES)
+print(folder, flush=True)
+time.sleep(120)
+"""
+
+
+def dead_owner(cache: DependencyCache) -> Path:
+    """What a process that died leaves: a folder under .spares that nobody holds locked."""
+    folder = cache.root / spares.SPARES / secrets.token_hex(8)
+    (folder / "1234abcd" / "node_modules" / "left-pad").mkdir(parents=True)
+    return folder
+
+
+def test_the_spares_of_processes_that_are_gone_are_swept_and_live_ones_kept(
     tmp_path: Path, cache: DependencyCache
 ) -> None:
     installer, record, _index = built_and_used(tmp_path, cache)
+    early = dead_owner(cache)
     mine = spare_of(cache, tmp_path / "job-1", installer, record)
-    # What a process that died leaves: its folder and a lock file nobody holds.
-    gone = cache.root / spares.SPARES / "0123456789abcdef"
-    (gone / "1234abcd" / "node_modules").mkdir(parents=True)
-    (gone.parent / f"{gone.name}.lock").touch()
+    assert not early.exists(), "swept when this process first linked a spare"
 
+    argv = [sys.executable, "-c", HOLD_A_POOL, str(cache.root)]
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, text=True) as live:
+        try:
+            assert live.stdout is not None
+            theirs = Path(live.stdout.readline().strip())
+            late = dead_owner(cache)
+            cache.prune()
+            assert not late.exists()
+            assert theirs.is_dir(), "another runner's spares stay while it runs"
+            assert spares.held(cache.root) == [mine] and mine.is_dir(), "and so do this one's"
+        finally:
+            live.kill()
     cache.prune()
-    assert not gone.exists() and not (gone.parent / f"{gone.name}.lock").exists()
-    assert spares.held(cache.root) == [mine] and mine.is_dir(), "a live process keeps its own"
+    assert not theirs.exists()
+
+
+def test_a_folder_whose_times_were_put_back_is_still_caught(
+    tmp_path: Path, cache: DependencyCache
+) -> None:
+    installer, record, _index = built_and_used(tmp_path, cache)
+    spare = spare_of(cache, tmp_path / "job-1", installer, record)
+    folder = spare / "left-pad"
+    times = folder.stat()
+    (folder / "planted.js").write_text("planted\n")
+    os.utime(folder, ns=(times.st_atime_ns, times.st_mtime_ns))
+    assert folder.stat().st_mtime_ns == times.st_mtime_ns
+
+    workspace = new_workspace(tmp_path, "job-2")
+    assert cache.materialize(installer, record, workspace) == 2
+    assert not (workspace / "node_modules" / "left-pad" / "planted.js").exists()
+    assert only_status(cache) is CacheStatus.ready
+
+
+def test_a_name_added_to_the_entry_after_its_spare_was_made_quarantines_it(
+    tmp_path: Path, cache: DependencyCache
+) -> None:
+    installer, record, index = built_and_used(tmp_path, cache)
+    spare_of(cache, tmp_path / "job-1", installer, record)
+    mode = stat.S_IMODE(index.parent.stat().st_mode)
+    index.parent.chmod(0o755)
+    (index.parent / "extra.pth").write_text("import os\n")
+    index.parent.chmod(mode)
+    refused_next_time(tmp_path, cache, installer, record)
+
+
+def test_a_link_changed_while_a_spare_is_recorded_is_refused(
+    tmp_path: Path, cache: DependencyCache, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    installer = FakeInstaller(links={"bin-link": "left-pad/index.js"})
+    workspace = fake_project(tmp_path / "job-1", {"left-pad": "1.3.0"})
+    record = cache.prepare(installer, read_inputs(workspace, installer))
+    settle = manifest_module._settle
+
+    def swap_the_link(mtimes: list[int]) -> None:
+        [link] = cache.root.glob(f"{spares.SPARES}/*/*/node_modules/bin-link")
+        link.unlink()
+        link.symlink_to("/etc/shadow")
+        settle(mtimes)
+
+    monkeypatch.setattr(manifest_module, "_settle", swap_the_link)
+    assert not cache.link_ahead(installer, record, workspace)
+    assert spares.held(cache.root) == []
+    assert list(cache.root.glob(f"{spares.SPARES}/*/*")) == [], "nothing is left of it"
 
 
 def test_no_spare_is_linked_for_a_workspace_on_another_file_system(

@@ -122,7 +122,7 @@ class DependencyCache:
         with self._locked(record.fingerprint, exclusive=False):
             _clear_previous(target, installer.target)
             try:
-                taken = spares.take(self.root, record, installer.target, target)
+                taken = spares.take(self.root, entry, record, installer.target, target)
                 if not taken and not linked_as_recorded(
                     entry, record, installer.target, target, outside
                 ):

@@ -195,39 +195,84 @@ def _recorded_plan(entry: Path, content_id: str, name: str) -> _Plan | None:
     return _Plan(tuple(folders.values()), tuple(others))
 
 
+# A path of a spare: (relative path, facts, ctime). The ctime of a folder or link a spare made
+# is its own and no `utime` resets it; a file's moves whenever a workspace links it (0: not
+# compared).
+Made = tuple[bytes, Facts, int]
+
+
 def linked_ahead(
     entry: Path, record: CacheRecord, name: str, container: Path, outside: Sequence[str]
-) -> tuple[Row, ...] | None:
+) -> tuple[Made, ...] | None:
     """Link `entry/<name>` into `container/<name>` ahead of need; what was made, or None.
 
-    Linked and checked as `linked_as_recorded` does. The rows give every path under
-    `container` with its lstat, for `still_as_made` to compare later: files keep the entry's
-    inodes, sizes and mtimes, and a folder's mtime moves when a name is added or removed. None
-    when linking failed or the result holds anything the manifest does not. Recording waits
-    out the timestamp tick of the last write first, so no later write can hide in it.
+    Linked and checked as `linked_as_recorded` does, then walked once the timestamp tick of
+    the last change is over (so no later change can hide in it): every name must be the
+    manifest's, of its type, every file the recorded inode and every link the recorded
+    target. None when anything differs. `still_as_made` compares the result later.
     """
     if not linked_as_recorded(entry, record, name, container / name, outside):
         return None
-    _settle([time.time_ns()])
-    made = tuple((relative, _facts(info), b"") for relative, _, info in walk(container))
-    own, prefix = os.fsencode(name), os.fsencode(name) + b"/"
-    recorded = {
-        relative: facts
-        for relative, facts, _ in read_manifest(entry, record.content_id).rows
-        if relative == own or relative.startswith(prefix)
-    }
-    for relative, facts, _ in made:
-        kept = recorded.get(relative)
-        if kept is None or stat.S_IFMT(kept[0]) != stat.S_IFMT(facts[0]):
+    plan = _recorded_plan(entry, record.content_id or "", name)
+    if plan is None:
+        return None
+    expected = _paths(plan)
+    _settle([info.st_mtime_ns for _, _, info in walk(container)])
+    made = []
+    for relative, path, info in walk(container):
+        facts, pointed = expected.pop(relative, (None, b""))
+        if facts is None or stat.S_IFMT(facts[0]) != stat.S_IFMT(info.st_mode):
             return None
-        if stat.S_ISREG(facts[0]) and facts != kept:
+        if stat.S_ISREG(info.st_mode):
+            if _facts(info) != facts:
+                return None
+            made.append((relative, facts, 0))
+            continue
+        if stat.S_ISLNK(info.st_mode) and os.fsencode(os.readlink(path)) != pointed:
             return None
-    return made if len(made) == len(recorded) else None
+        made.append((relative, _facts(info), info.st_ctime_ns))
+    return tuple(made) if not expected else None
 
 
-def still_as_made(container: Path, rows: Iterable[Row]) -> bool:
-    """Whether every path under `container` still has the lstat `linked_ahead` recorded."""
-    return not _changed(container, rows)
+def still_as_made(container: Path, made: Iterable[Made]) -> bool:
+    """Whether every path `linked_ahead` made under `container` still has its lstat."""
+    base = os.fsencode(container) + b"/"
+    try:
+        for relative, facts, ctime in made:
+            info = os.lstat(base + relative)
+            if _facts(info) != facts or (ctime and info.st_ctime_ns != ctime):
+                return False
+    except OSError:
+        return False
+    return True
+
+
+def entry_unchanged(entry: Path, record: CacheRecord, name: str) -> bool:
+    """Whether the entry's folders and files outside `name` still have their lstat.
+
+    A spare holds the entry's file inodes, which it checks itself; this catches a name added
+    to, removed from or replaced in the entry since, so that it is hashed and quarantined.
+    """
+    try:
+        plan = _recorded_plan(entry, record.content_id or "", name)
+    except (OSError, ValueError):
+        return False
+    if plan is None:
+        return False
+    folders = tuple((folder.relative, folder.facts, b"") for folder in plan.folders)
+    return not _changed(entry, plan.others + folders)
+
+
+def _paths(plan: _Plan) -> dict[bytes, tuple[Facts, bytes]]:
+    """Every path of a plan, relative to the entry: (facts, link target or b"")."""
+    found: dict[bytes, tuple[Facts, bytes]] = {}
+    for folder in plan.folders:
+        found[folder.relative] = (folder.facts, b"")
+        for leaf, facts in folder.files:
+            found[folder.relative + b"/" + leaf] = (facts, b"")
+        for leaf, _inner, facts, pointed in folder.links:
+            found[folder.relative + b"/" + leaf] = (facts, pointed)
+    return found
 
 
 class _Stale(Exception):

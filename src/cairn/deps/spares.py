@@ -3,17 +3,18 @@
 Materializing hardlinks every file and makes every folder of an entry: thousands of file
 system operations for a Python environment with its bytecode, on the job's path. A process
 that materialized an entry links one spare of it afterwards, off the job's path
-(`DependencyCache.link_ahead`), checked file by file against the manifest like any
-materialization (`cairn.deps.manifest.linked_ahead`). Its next materialization of that entry
-takes the spare with one `rename`, once the lstat of every path in it still matches what was
-recorded when it was made; otherwise the spare is removed and the entry linked as usual.
+(`DependencyCache.link_ahead`), checked against the manifest like any materialization and
+recorded path by path (`cairn.deps.manifest.linked_ahead`). Its next materialization of that
+entry takes the spare with one `rename`, once the entry's folders and every path of the spare
+still have the lstat recorded (folders and links their ctime too, which no `utime` resets);
+otherwise the spare is removed and the entry linked as usual, which quarantines a changed one.
 
 Spares are trusted only by the process that made them: what was recorded stays in its memory.
-Each process keeps at most `KEEP` (for the entries it used last) in
-`<root>/.spares/<owner>/<spare>/`, and holds an flock on `<root>/.spares/<owner>.lock` while it
-lives, so `sweep` (run by `cairn cache prune`) removes the spares of processes that are gone.
-A spare of an entry that was pruned or rebuilt since is never taken (its key names the ledger
-row and content id) and goes when newer spares push it out, or with its process.
+Each process keeps at most `KEEP` (for the entries it used last) in `<root>/.spares/<owner>/`
+and holds an flock on that folder while it lives; `sweep` removes the folders of processes
+that are gone, when a process first links a spare and in `cairn cache prune`. A spare of an
+entry that was removed or rebuilt since is never taken (its key names the ledger row and
+content id) and is dropped at the next link ahead.
 """
 
 from __future__ import annotations
@@ -28,14 +29,14 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
-from cairn.deps.manifest import Row, linked_ahead, still_as_made
+from cairn.deps.manifest import Made, entry_unchanged, linked_ahead, still_as_made
 from cairn.deps.tree import remove_tree
 from cairn.store.dependency_caches import CacheRecord
 
 KEEP = 4
 SPARES = ".spares"
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 _Key = tuple[int, str, str]
 """(ledger row, content id, folder name) of the entry a spare was linked from."""
@@ -43,44 +44,44 @@ _Key = tuple[int, str, str]
 
 @dataclass(frozen=True)
 class _Spare:
+    entry: Path
     container: Path
     """`<owner folder>/<random>`; the spare itself is `container/<folder name>`."""
-    rows: tuple[Row, ...]
+    made: tuple[Made, ...]
 
 
 class _Pool:
-    """One process's spares under one cache root."""
+    """One process's spares under one cache root, in a folder it holds locked."""
 
     def __init__(self, root: Path) -> None:
-        (root / SPARES).mkdir(parents=True, exist_ok=True)
+        sweep(root)
         self.lock, self.folder = _owned(root / SPARES)
-        self.folder.mkdir()
         self.spares: OrderedDict[_Key, _Spare] = OrderedDict()
         self.linking: set[_Key] = set()
         self.guard = threading.Lock()
         self.pid = os.getpid()
 
     def close(self) -> None:
-        with contextlib.suppress(OSError):  # a link ahead may still be running
+        with contextlib.suppress(OSError):  # a link ahead may still be running: swept later
             remove_tree(self.folder)
-            os.unlink(self.lock.name)
-        self.lock.close()
+        os.close(self.lock)
 
 
-def _owned(spares: Path) -> tuple[IO[str], Path]:
-    """A lock file of this process's, held until it ends; the folder it owns (not made yet).
+def _owned(spares: Path) -> tuple[int, Path]:
+    """A new folder under `spares`, locked by this process until it ends: (descriptor, folder).
 
-    `sweep` may take a lock file just created, before its owner locks it, and unlink it:
-    the owner then holds a lock on a file no longer there, and tries another name.
+    `sweep` may lock and remove a folder just made, before its owner locks it: the owner then
+    holds a folder no longer there, and makes another.
     """
     while True:
-        owner = secrets.token_hex(8)
-        lock = open(spares / f"{owner}.lock", "a")  # noqa: SIM115 - held while the process lives
+        folder = spares / secrets.token_hex(8)
+        folder.mkdir(parents=True)
+        lock = os.open(folder, _DIR_FLAGS)
         fcntl.flock(lock, fcntl.LOCK_EX)
         with contextlib.suppress(FileNotFoundError):
-            if os.stat(lock.name).st_ino == os.fstat(lock.fileno()).st_ino:
-                return lock, spares / owner
-        lock.close()
+            if os.stat(folder).st_ino == os.fstat(lock).st_ino:
+                return lock, folder
+        os.close(lock)
 
 
 _POOLS: dict[Path, _Pool] = {}
@@ -107,8 +108,8 @@ def _key(record: CacheRecord, name: str) -> _Key:
     return (record.id, record.content_id or "", name)
 
 
-def take(root: Path, record: CacheRecord, name: str, target: Path) -> bool:
-    """Move this process's spare of the entry to `target` if it is still as made."""
+def take(root: Path, entry: Path, record: CacheRecord, name: str, target: Path) -> bool:
+    """Move this process's spare of the entry to `target` if it and the entry are unchanged."""
     pool = _POOLS.get(root)
     if pool is None:
         return False
@@ -117,8 +118,8 @@ def take(root: Path, record: CacheRecord, name: str, target: Path) -> bool:
     if spare is None:
         return False
     taken = False
-    with contextlib.suppress(OSError):
-        if still_as_made(spare.container, spare.rows):
+    if entry_unchanged(entry, record, name) and still_as_made(spare.container, spare.made):
+        with contextlib.suppress(OSError):
             os.rename(spare.container / name, target)
             taken = True
     with contextlib.suppress(OSError):
@@ -146,24 +147,29 @@ def link_ahead(
             return key in pool.spares
         pool.linking.add(key)
     container = pool.folder / secrets.token_hex(4)
-    rows = None
+    made = None
     try:
         container.mkdir()
         if os.stat(container).st_dev == os.stat(near).st_dev:
-            rows = linked_ahead(entry, record, name, container, outside)
+            made = linked_ahead(entry, record, name, container, outside)
     finally:
         with pool.guard:
             pool.linking.discard(key)
-            gone = [container]
-            if rows is not None:
-                pool.spares[key] = _Spare(container, rows)
-                gone = []
-                while len(pool.spares) > KEEP:  # the least recently used goes
-                    gone.append(pool.spares.popitem(last=False)[1].container)
+            if made is not None:
+                pool.spares[key] = _Spare(entry, container, made)
+            gone = _dropped(pool) + ([] if made is not None else [container])
         for folder in gone:
             with contextlib.suppress(OSError):
                 remove_tree(folder)
-    return rows is not None
+    return made is not None
+
+
+def _dropped(pool: _Pool) -> list[Path]:
+    """Drop spares of entries that are gone, then the least recently linked beyond KEEP."""
+    gone = [key for key, spare in pool.spares.items() if not spare.entry.is_dir()]
+    kept = [key for key in pool.spares if key not in gone]
+    gone += kept[: max(0, len(kept) - KEEP)]
+    return [pool.spares.pop(key).container for key in gone]
 
 
 def held(root: Path) -> list[Path]:
@@ -176,15 +182,18 @@ def held(root: Path) -> list[Path]:
 
 
 def sweep(root: Path) -> None:
-    """Remove the spares of processes that are gone (their owner lock is free)."""
-    folder = root / SPARES
-    if not folder.is_dir():
-        return
-    for lock in sorted(folder.glob("*.lock")):
-        with open(lock, "a") as handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                continue  # its process still runs
-            remove_tree(folder / lock.stem)
-            lock.unlink()
+    """Remove the spares of processes that are gone (their folder is not locked)."""
+    spares = root / SPARES
+    for folder in sorted(spares.iterdir()) if spares.is_dir() else []:
+        try:
+            lock = os.open(folder, _DIR_FLAGS)
+        except OSError:
+            continue  # removed meanwhile, or not a folder
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            continue  # its process still runs
+        else:
+            remove_tree(folder)
+        finally:
+            os.close(lock)
