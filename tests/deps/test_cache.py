@@ -377,12 +377,17 @@ def refused_next_time(
     assert only_status(cache) is CacheStatus.quarantined
 
 
+def linked_package(tmp_path: Path, cache: DependencyCache) -> tuple[FakeInstaller, CacheRecord]:
+    """A ready entry of one package and a relative link to it, `node_modules/bin-link`."""
+    installer = FakeInstaller(links={"bin-link": "left-pad/index.js"})
+    workspace = fake_project(tmp_path / "job-1", {"left-pad": "1.3.0"})
+    return installer, cache.prepare(installer, read_inputs(workspace, installer))
+
+
 def test_a_hit_hashes_no_content_and_links_the_recorded_inodes(
     tmp_path: Path, cache: DependencyCache, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    installer = FakeInstaller(links={"bin-link": "left-pad/index.js"})
-    workspace = fake_project(tmp_path / "job-1", {"left-pad": "1.3.0"})
-    record = cache.prepare(installer, read_inputs(workspace, installer))
+    installer, record = linked_package(tmp_path, cache)
     entry = cache.entry_path(record.fingerprint)
     manifest = entry / manifest_module.MANIFEST
     assert hashlib.sha256(manifest.read_bytes()).hexdigest() == record.content_id

@@ -16,13 +16,21 @@ from cairn.deps import manifest as manifest_module
 from cairn.deps import tree as tree_module
 from cairn.deps.cache import MARKER
 from cairn.store import dependency_caches as ledger
-from cairn.store.dependency_caches import CacheStatus
+from cairn.store.dependency_caches import CacheRecord, CacheStatus
 
 from .conftest import FakeInstaller, fake_project
-from .test_cache import built_and_used, only_status, refused_next_time, write_in_place
+from .test_cache import (
+    built_and_used,
+    linked_package,
+    only_status,
+    refused_next_time,
+    write_in_place,
+)
 
 
-def spare_of(cache: DependencyCache, workspace: Path, installer: FakeInstaller, record) -> Path:
+def spare_of(
+    cache: DependencyCache, workspace: Path, installer: FakeInstaller, record: CacheRecord
+) -> Path:
     """Link a spare of the entry ahead; the spare's folder."""
     assert cache.link_ahead(installer, record, workspace)
     [spare] = spares.held(cache.root)
@@ -190,9 +198,7 @@ def test_a_name_added_to_the_entry_after_its_spare_was_made_quarantines_it(
 def test_a_link_changed_while_a_spare_is_recorded_is_refused(
     tmp_path: Path, cache: DependencyCache, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    installer = FakeInstaller(links={"bin-link": "left-pad/index.js"})
-    workspace = fake_project(tmp_path / "job-1", {"left-pad": "1.3.0"})
-    record = cache.prepare(installer, read_inputs(workspace, installer))
+    installer, record = linked_package(tmp_path, cache)
     settle = manifest_module._settle
 
     def swap_the_link(mtimes: list[int]) -> None:
@@ -202,7 +208,7 @@ def test_a_link_changed_while_a_spare_is_recorded_is_refused(
         settle(mtimes)
 
     monkeypatch.setattr(manifest_module, "_settle", swap_the_link)
-    assert not cache.link_ahead(installer, record, workspace)
+    assert not cache.link_ahead(installer, record, tmp_path / "job-1")
     assert spares.held(cache.root) == []
     assert list(cache.root.glob(f"{spares.SPARES}/*/*")) == [], "nothing is left of it"
 
