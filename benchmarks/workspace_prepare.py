@@ -174,10 +174,10 @@ def measure_cairn(
     """
     names = (installer.declarations, installer.lockfile)
 
-    def prepare(workspace: Path) -> int:
+    def prepare(workspace: Path) -> None:
         copy_inputs(project, workspace, names)
         record = cache.prepare(installer, read_inputs(workspace, installer))
-        return cache.materialize(installer, record, workspace)
+        cache.materialize(installer, record, workspace)
 
     first = timed(lambda: prepare(base / "cairn-first"))
     record = cache.prepare(installer, read_inputs(base / "cairn-first", installer))

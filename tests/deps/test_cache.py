@@ -84,7 +84,7 @@ def test_a_second_job_with_the_same_lockfile_installs_nothing(
         shutil.copyfile(job_1 / name, job_2 / name)
     second = UvInstaller(uv=shim, download_cache=tmp_path / "other-cache", runner=CountingRunner())
     reused = cache.prepare(second, read_inputs(job_2, second))
-    assert cache.materialize(second, reused, job_2) == 1
+    assert len(cache.materialize(second, reused, job_2)) == 1
 
     assert second.runner.commands == [] and len(installs(log)) == seen  # no uv process at all
     assert not (tmp_path / "other-cache").exists()  # nothing downloaded
@@ -110,7 +110,7 @@ def test_a_changed_lockfile_makes_a_new_entry_and_the_old_one_stays_byte_identic
     new = cache.prepare(uv_installer, read_inputs(workspace, uv_installer))
     assert new.fingerprint != old.fingerprint and new.package_count == 2
     assert snapshot(cache.entry_path(old.fingerprint)) == before
-    assert cache.materialize(uv_installer, new, workspace) == 2  # replaces the earlier copy
+    assert len(cache.materialize(uv_installer, new, workspace)) == 2  # replaces the earlier copy
     with cache.store.begin() as conn:
         rows = ledger.list_entries(conn)
     assert [(r.fingerprint, r.status) for r in rows] == [
@@ -228,7 +228,7 @@ def test_materialized_files_are_hardlinks_or_copies_and_no_link_leads_into_the_c
     monkeypatch.setattr(tree_module.os, "link", no_hardlinks)
     elsewhere = tmp_path / "other-filesystem"
     elsewhere.mkdir()
-    assert cache.materialize(uv_installer, record, elsewhere) == 1
+    assert len(cache.materialize(uv_installer, record, elsewhere)) == 1
     [copied] = elsewhere.glob(".venv/lib/python*/site-packages/six.py")
     assert copied.stat().st_ino != six.stat().st_ino and copied.read_bytes() == six.read_bytes()
     done = subprocess.run([str(elsewhere / ".venv/bin/python"), "-c", "import six"], check=False)
@@ -318,7 +318,7 @@ def test_npm_entries_materialize_with_their_bin_links_inside(
     workspace = npm_project(tmp_path / "job")
     add_dependency(npm_installer, workspace, "semver", "7.6.0")
     record = cache.prepare(npm_installer, read_inputs(workspace, npm_installer))
-    assert cache.materialize(npm_installer, record, workspace) == record.package_count
+    assert len(cache.materialize(npm_installer, record, workspace)) == record.package_count
     link = workspace / "node_modules" / ".bin" / "semver"
     assert link.is_symlink() and not os.path.isabs(os.readlink(link))
     assert Path(os.path.realpath(link)).is_relative_to(workspace)
@@ -336,7 +336,7 @@ def built_and_used(
     installer = FakeInstaller()
     workspace = fake_project(tmp_path / "job-1", {"left-pad": "1.3.0", "is-number": "7.0.0"})
     record = cache.prepare(installer, read_inputs(workspace, installer))
-    assert cache.materialize(installer, record, workspace) == 2
+    assert len(cache.materialize(installer, record, workspace)) == 2
     entry = cache.entry_path(record.fingerprint)
     return installer, record, entry / "node_modules" / "left-pad" / "index.js"
 
@@ -347,7 +347,7 @@ def used_again(
     """Materialize the entry into a new job's workspace (both packages); that workspace."""
     target = tmp_path / "job-2"
     target.mkdir()
-    assert cache.materialize(installer, record, target) == 2
+    assert len(cache.materialize(installer, record, target)) == 2
     return target
 
 
@@ -400,7 +400,7 @@ def test_a_hit_hashes_no_content_and_links_the_recorded_inodes(
     for job in ("job-2", "job-3"):
         target = tmp_path / job
         target.mkdir()
-        assert cache.materialize(installer, record, target) == 1
+        assert len(cache.materialize(installer, record, target)) == 1
         index = Path("node_modules/left-pad/index.js")
         assert (target / index).stat().st_ino == (entry / index).stat().st_ino
         assert os.readlink(target / "node_modules" / "bin-link") == "left-pad/index.js"

@@ -34,7 +34,7 @@ def test_an_approved_npm_package_is_recorded_prepared_and_required(
 
     record = cache.prepare(npm_installer, read_inputs(workspace, npm_installer))
     assert (record.status, record.package_count) == (CacheStatus.ready, 1)
-    assert cache.materialize(npm_installer, record, workspace) == 1
+    assert len(cache.materialize(npm_installer, record, workspace)) == 1
     done = require(
         workspace, "const n = require('is-number'); console.log(n(7), require.resolve('is-number'))"
     )

@@ -57,7 +57,7 @@ def test_the_next_materialization_takes_the_spare_by_a_rename(
     monkeypatch.setattr(manifest_module, "_link_folder", fails)
     monkeypatch.setattr(tree_module, "_sha256", fails)
     workspace = new_workspace(tmp_path, "job-2")
-    assert cache.materialize(installer, record, workspace) == 2
+    assert len(cache.materialize(installer, record, workspace)) == 2
     moved = workspace / "node_modules"
     assert moved.stat().st_ino == folder_inode
     assert (moved / "left-pad" / "index.js").stat().st_ino == index.stat().st_ino
@@ -66,7 +66,7 @@ def test_the_next_materialization_takes_the_spare_by_a_rename(
 
     monkeypatch.undo()  # with no spare left, the next one is linked as usual
     third = new_workspace(tmp_path, "job-3")
-    assert cache.materialize(installer, record, third) == 2
+    assert len(cache.materialize(installer, record, third)) == 2
     assert (third / "node_modules" / "left-pad" / "index.js").stat().st_ino == index.stat().st_ino
 
 
@@ -79,7 +79,7 @@ def test_a_name_added_to_a_spare_keeps_it_out_of_every_workspace(
     (spare / "left-pad" / "sitecustomize.js").write_text("planted\n")
 
     workspace = new_workspace(tmp_path, "job-2")
-    assert cache.materialize(installer, record, workspace) == 2
+    assert len(cache.materialize(installer, record, workspace)) == 2
     linked = workspace / "node_modules"
     assert not (linked / "left-pad" / "sitecustomize.js").exists()
     assert linked.stat().st_ino != spare_inode, "linked afresh"
@@ -178,7 +178,7 @@ def test_a_folder_whose_times_were_put_back_is_still_caught(
     assert folder.stat().st_mtime_ns == times.st_mtime_ns
 
     workspace = new_workspace(tmp_path, "job-2")
-    assert cache.materialize(installer, record, workspace) == 2
+    assert len(cache.materialize(installer, record, workspace)) == 2
     assert not (workspace / "node_modules" / "left-pad" / "planted.js").exists()
     assert only_status(cache) is CacheStatus.ready
 

@@ -65,7 +65,7 @@ def test_an_approved_python_package_is_recorded_prepared_and_importable(
 
     record = cache.prepare(uv_installer, read_inputs(workspace, uv_installer))
     assert (record.status, record.package_count) == (CacheStatus.ready, 1)
-    assert cache.materialize(uv_installer, record, workspace) == 1
+    assert len(cache.materialize(uv_installer, record, workspace)) == 1
 
     done = run_python(workspace, "import six, sys; print(six.__version__, six.__file__)")
     assert done.returncode == 0, done.stderr

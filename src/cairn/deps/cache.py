@@ -107,7 +107,9 @@ class DependencyCache:
             self._check_content(record)
         return record
 
-    def materialize(self, installer: Installer, record: CacheRecord, workspace: Path) -> int:
+    def materialize(
+        self, installer: Installer, record: CacheRecord, workspace: Path
+    ) -> list[Package]:
         """Hardlink the entry into `workspace/<target>`, checking it on the way; packages there.
 
         A spare this process linked ahead is moved in instead, if still as it was made (see
@@ -135,7 +137,7 @@ class DependencyCache:
         if utcnow() - record.updated_at >= _TOUCH_EVERY:
             with self.store.begin() as conn:
                 ledger.touch(conn, record.id)
-        return len(installer.resolved(Path(workspace)))
+        return installer.resolved(Path(workspace))
 
     def link_ahead(self, installer: Installer, record: CacheRecord, workspace: Path) -> bool:
         """Link a spare of the entry for this process's next workspace beside `workspace`.

@@ -90,13 +90,12 @@ def materialize(
     """Prepare `inputs` through the cache (unless `record` is its entry) and hardlink it in."""
     cache = dependency_cache(drive)
     record = record or cache.prepare(installer, inputs)
-    count = cache.materialize(installer, record, drive.worktree.path)
+    present = cache.materialize(installer, record, drive.worktree.path)
     # This runner's next job with these inputs gets its layout by a rename (cairn.deps.spares).
     ahead = (installer, record, drive.worktree.path)
     threading.Thread(target=cache.link_ahead, args=ahead, name="link-ahead", daemon=True).start()
     pinned = set(locked_packages(inputs))
-    present = installer.resolved(drive.worktree.path)
-    return Materialized(count, record.package_count or 0, len(set(present) - pinned))
+    return Materialized(len(present), record.package_count or 0, len(set(present) - pinned))
 
 
 def _prepare(drive: Drive) -> Result:
