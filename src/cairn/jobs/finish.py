@@ -130,9 +130,8 @@ def _summarize(drive: Drive) -> Result:
         f"{told or 'The agent did not write a summary.'}\n\n{diffstat}", SUMMARY_LIMIT
     )
     changed = drive.worktree.changed_files(baseline, tree)
-    listed = sum(
-        1 for path in changed if path in diffstat or f"/{path.rsplit('/', 1)[-1]}" in diffstat
-    )
+    counted = _counted_paths(drive, baseline, tree)
+    listed = sum(1 for path in changed if path in counted)
     drive.record(summary=summary, result_fingerprint=tree)
     return Result(
         commit,
@@ -143,6 +142,21 @@ def _summarize(drive: Drive) -> Result:
             Measurement("decision_mark", mark),
         ),
     )
+
+
+def _counted_paths(drive: Drive, baseline: str, tree: str) -> set[str]:
+    """The paths `git diff --numstat -z` counts between the baseline and the result.
+
+    Read from git's NUL-separated records, never from `--stat` text, which shortens long
+    names and quotes unusual ones. Renames count as a deletion and an addition, as in
+    `changed_files`.
+    """
+    out = drive.worktree.git(
+        "diff", "--numstat", "-z", "--no-renames", "--no-color", "--no-ext-diff",
+        "--no-textconv", f"{baseline}^{{tree}}", tree,
+    )  # fmt: skip
+    # Each record is "added<TAB>deleted<TAB>path" ended by NUL; the path is verbatim.
+    return {record.split("\t", 2)[2] for record in out.split("\0") if record.count("\t") >= 2}
 
 
 def _summary_now(drive: Drive, prior: RunRecord) -> str | None:
