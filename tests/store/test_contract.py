@@ -827,6 +827,47 @@ def test_verify_chain_detects_a_rehashed_edit(store: Store) -> None:
     assert (report.ok, report.broken_id) == (False, ids[2])
 
 
+def test_a_cut_tail_passes_verify_but_not_verify_against_the_kept_head(store: Store) -> None:
+    """A chain cannot see its newest rows deleted; the head kept elsewhere (an anchor) can."""
+    ids = append_decisions(store, 3)
+    with store.begin() as conn:
+        kept = decision_ledger.verify_chain(conn)
+        newest = conn.execute(sa.select(decisions.c.hash).where(decisions.c.id == ids[-1]))
+        assert (kept.ok, kept.checked, kept.head) == (True, 3, newest.scalar_one())
+        assert decision_ledger.verify_chain(conn, kept.head).head_in_chain is True
+        conn.execute(sa.delete(decisions).where(decisions.c.id == ids[-1]))
+    with store.begin() as conn:
+        alone = decision_ledger.verify_chain(conn)
+        anchored = decision_ledger.verify_chain(conn, kept.head)
+    assert (alone.ok, alone.checked, alone.head_in_chain) == (True, 2, None)
+    assert (anchored.ok, anchored.checked, anchored.head_in_chain) == (False, 2, False)
+    assert anchored.broken_id is None and anchored.head != kept.head
+
+
+def test_an_older_head_stays_in_a_chain_that_grew(store: Store) -> None:
+    append_decisions(store, 2)
+    with store.begin() as conn:
+        old = decision_ledger.verify_chain(conn).head
+    append_decisions(store, 2)
+    with store.begin() as conn:
+        report = decision_ledger.verify_chain(conn, old)
+        empty_anchor = decision_ledger.verify_chain(conn, decision_ledger.GENESIS)
+    assert (report.ok, report.checked, report.head_in_chain) == (True, 4, True)
+    assert report.head != old
+    assert empty_anchor.head_in_chain is True, "the genesis anchors every chain"
+
+
+def test_the_head_of_an_empty_chain_is_the_genesis(store: Store) -> None:
+    with store.begin() as conn:
+        report = decision_ledger.verify_chain(conn, "f" * 64)
+    assert (report.checked, report.head, report.head_in_chain, report.ok) == (
+        0,
+        decision_ledger.GENESIS,
+        False,
+        False,
+    )
+
+
 # --- timestamps -------------------------------------------------------------------------
 
 

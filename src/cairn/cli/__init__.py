@@ -62,6 +62,7 @@ for command in (
 ):
     app.command()(command)
 audit_app.command("verify")(job_commands.audit_verify)
+audit_app.command("head")(job_commands.audit_head)
 audit_app.command("log")(authority_commands.audit_log)
 app.add_typer(audit_app, name="audit")
 app.command()(demo)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import typer
 
@@ -10,6 +11,7 @@ from cairn.agents.registry import load_agent_spec
 from cairn.cli.context import AS_OPTION, JSON_OPTION, console, print_json, session
 from cairn.cli.progress import StagePrinter, next_step
 from cairn.engine import Faults
+from cairn.errors import InvalidState, UsageError
 from cairn.jobs.runner import Runner
 from cairn.jobs.submit import submit_job
 from cairn.jobs.view import job_detail, job_summary
@@ -119,17 +121,50 @@ def show(ctx: typer.Context, job_id: int, as_json: bool = JSON_OPTION) -> None:
         console.print(f"\ndiagnosis: {detail['diagnosis']}", style="yellow")
 
 
-def audit_verify(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
+def audit_verify(
+    ctx: typer.Context,
+    head: str | None = typer.Option(
+        None, "--head", help="A head printed by `cairn audit head` earlier: it must still be held."
+    ),
+    as_json: bool = JSON_OPTION,
+) -> None:
     """Check the whole decision chain and name the first broken row."""
+    if head is not None and not re.fullmatch(r"[0-9a-f]{64}", head.strip().lower()):
+        raise UsageError("--head takes the 64-character hash that `cairn audit head` printed")
+    anchor = head.strip().lower() if head is not None else None
+    with session(ctx).store() as store, store.begin() as conn:
+        report = decisions.verify_chain(conn, anchor)
+    if as_json:
+        shown = {"ok": report.ok, "checked": report.checked, "broken_id": report.broken_id}
+        print_json(shown if anchor is None else shown | {"head_in_chain": report.head_in_chain})
+    elif report.ok:
+        held = f"; it still holds head {anchor[:12]}" if anchor else ""
+        console.print(f"decision chain intact: {report.checked} decisions verified{held}")
+    if report.broken_id is not None:
+        typer.echo(f"decision {report.broken_id} is broken: {report.problem}", err=True)
+    elif not report.ok:
+        typer.echo(
+            f"the decision chain no longer holds head {anchor}: decisions after it were removed "
+            "(or the head is from another store); compare with the heads you kept",
+            err=True,
+        )
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+def audit_head(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
+    """Print the decision count and the chain's head hash, to keep somewhere else."""
     with session(ctx).store() as store, store.begin() as conn:
         report = decisions.verify_chain(conn)
-    if as_json:
-        print_json({"ok": report.ok, "checked": report.checked, "broken_id": report.broken_id})
-    elif report.ok:
-        console.print(f"decision chain intact: {report.checked} decisions verified")
     if not report.ok:
-        typer.echo(f"decision {report.broken_id} is broken: {report.problem}", err=True)
-        raise typer.Exit(1)
+        raise InvalidState(
+            f"decision {report.broken_id} is broken ({report.problem}); a broken chain has no "
+            "head worth keeping. `cairn audit verify` names what is wrong"
+        )
+    if as_json:
+        print_json({"count": report.checked, "head": report.head})
+    else:
+        typer.echo(f"{report.checked} decisions, head {report.head}")
 
 
 def _submit(

@@ -103,39 +103,56 @@ def for_job(conn: sa.Connection, job_id: int) -> list[Decision]:
 
 @dataclass(frozen=True)
 class ChainReport:
-    """The outcome of walking the chain: how many rows held, and the first that did not."""
+    """The outcome of walking the chain: how many rows held, its head, the first row that did not.
+
+    `head_in_chain` answers a verification against an anchor (a head kept elsewhere): None when
+    no anchor was given.
+    """
 
     checked: int
+    head: str = GENESIS
     broken_id: int | None = None
     problem: str | None = None
+    head_in_chain: bool | None = None
 
     @property
     def ok(self) -> bool:
-        return self.broken_id is None
+        return self.broken_id is None and self.head_in_chain is not False
 
 
-def verify_chain(conn: sa.Connection) -> ChainReport:
-    """Walk the chain from its genesis, recomputing every row's hash."""
+def verify_chain(conn: sa.Connection, anchor: str | None = None) -> ChainReport:
+    """Walk the chain from its genesis, recomputing every row's hash.
+
+    A chain cannot see its own tail cut: deleting the newest rows leaves a shorter chain that
+    is still intact. Pass `anchor`, a head kept elsewhere (`cairn audit head`), and the chain
+    must still hold it.
+    """
     rows = [Decision.from_row(r) for r in conn.execute(sa.select(decisions).order_by("id"))]
     by_prev = {row.prev_hash: row for row in rows}
     seen: set[int] = set()
+    walked = {GENESIS}
     cursor = GENESIS
     while (row := by_prev.get(cursor)) is not None:
-        expected = content_hash(
-            job_id=row.job_id,
-            gate=row.gate,
-            verdict=row.verdict,
-            actor=row.actor,
-            reason=row.reason,
-            policy=row.policy,
-            at=row.at,
-            prev_hash=row.prev_hash,
-        )
-        if expected != row.hash:
-            return ChainReport(len(seen), row.id, "its content does not match its hash")
+        if _recomputed(row) != row.hash:
+            return ChainReport(len(seen), cursor, row.id, "its content does not match its hash")
         seen.add(row.id)
         cursor = row.hash
+        walked.add(cursor)
     orphan = next((row for row in rows if row.id not in seen), None)
     if orphan is not None:
-        return ChainReport(len(seen), orphan.id, "it does not follow the row before it")
-    return ChainReport(len(seen))
+        return ChainReport(len(seen), cursor, orphan.id, "it does not follow the row before it")
+    held = None if anchor is None else anchor in walked
+    return ChainReport(len(seen), cursor, head_in_chain=held)
+
+
+def _recomputed(row: Decision) -> str:
+    return content_hash(
+        job_id=row.job_id,
+        gate=row.gate,
+        verdict=row.verdict,
+        actor=row.actor,
+        reason=row.reason,
+        policy=row.policy,
+        at=row.at,
+        prev_hash=row.prev_hash,
+    )
