@@ -177,10 +177,13 @@ def test_rule_5_dirty_baseline_stops_without_touching_it(cairn: Cairn) -> None:
         from cairn.jobs import gates
 
         gates.resume(conn, job.id, "alice")
+    # A diagnosis belongs to the state it explains: the block's is gone once the job moves on.
+    assert cairn.detail(job.id)["diagnosis"] is None
     cairn.work()
     resumed = cairn.detail(job.id)
     assert resumed["stage"] == "awaiting_review"
     assert resumed["baseline"] == cairn.git("rev-parse", "main")
+    assert resumed["diagnosis"] is None and "uncommitted" not in resumed["feed"]
 
 
 def test_rule_6_progress_not_logs(cairn: Cairn, monkeypatch: pytest.MonkeyPatch) -> None:

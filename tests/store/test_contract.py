@@ -357,9 +357,29 @@ def test_transition_logs_an_event_only_when_stage_or_status_changes(store: Store
         ("awaiting_run_approval", "queued"),
         ("preparing_baseline", "queued"),
     ]
-    assert job.diagnosis == "still waiting"
     assert (job.stage, job.status) == (Stage.preparing_baseline, Status.queued)
     assert [e.at for e in events] == sorted(e.at for e in events)
+
+
+def test_a_diagnosis_belongs_to_the_state_it_explains(store: Store) -> None:
+    """Kept while the job stays put, cleared by a move, replaced by a move that brings one."""
+    (job,) = submit_jobs(store)
+    with store.begin() as conn:
+        blocked = job_ledger.transition(
+            conn, job, Stage.preparing_baseline, Status.blocked, diagnosis="dirty checkout"
+        )
+        recorded = job_ledger.transition(
+            conn, blocked, blocked.stage, blocked.status, baseline="abc"
+        )
+        resumed = job_ledger.transition(conn, recorded, Stage.preparing_baseline, Status.queued)
+        failed = job_ledger.transition(
+            conn, resumed, Stage.failed, Status.failed, diagnosis="the agent gave up"
+        )
+    with store.begin() as conn:
+        stored = job_ledger.get_job(conn, job.id)
+    assert (blocked.diagnosis, recorded.diagnosis) == ("dirty checkout", "dirty checkout")
+    assert resumed.diagnosis is None, "the block's diagnosis does not outlive the block"
+    assert failed.diagnosis == stored.diagnosis == "the agent gave up"
 
 
 def test_transition_keeps_the_lease_while_running_and_clears_it_when_leaving(

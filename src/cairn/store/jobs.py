@@ -90,11 +90,15 @@ def transition(conn: sa.Connection, job: Job, stage: Stage, status: Status, **fi
 
     Compare-and-set: if the job moved meanwhile (another decision, another runner), nothing
     changes and InvalidState says so. Leaving the running status also gives up the lease.
+    A diagnosis belongs to the state it explains: a move clears it unless it brings its own.
     """
     now = utcnow()
+    moves = (stage, status) != (job.stage, job.status)
     values: dict[str, Any] = {"stage": stage.value, "status": status.value, "updated_at": now}
     if status is not Status.running:
         values |= {"lease_owner": None, "lease_expires_at": None}
+    if moves:
+        values["diagnosis"] = None
     values |= fields
     moved = conn.execute(
         sa.update(jobs)
@@ -110,7 +114,7 @@ def transition(conn: sa.Connection, job: Job, stage: Stage, status: Status, **fi
             f"job {job.id} changed while this was being decided; look at it again with "
             f"`cairn show {job.id}`"
         )
-    if (stage, status) != (job.stage, job.status):
+    if moves:
         conn.execute(
             sa.insert(events).values(job_id=job.id, stage=stage.value, status=status.value, at=now)
         )
