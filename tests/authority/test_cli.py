@@ -99,7 +99,10 @@ def test_policy_changes_are_decisions_and_retry_leaves_the_old_job_alone(cli: Cl
     assert retried == {"id": job + 1}
     assert cli.show(job) == before, "the rejected job's record is untouched"
     new = cli.show(retried["id"])
-    assert (new["retry_of"], new["request"], new["status"]) == (job, before["request"], "queued")
+    assert (new["retry_of"], new["request"]) == (job, before["request"])
+    # A retry meets the run gate at once, like a submit: this policy approves it.
+    assert (new["stage"], new["status"]) == ("awaiting_run_approval", "queued")
+    assert [(d["gate"], d["verdict"]) for d in new["decisions"]] == [("run", "auto")]
     assert "has not ended" in _error(cli("retry", str(retried["id"]), expect=1))
 
     logged = cli.json("audit", "log", "--policy")
@@ -153,3 +156,23 @@ def test_groups_and_rooms_belong_to_their_admins(cli: Cli) -> None:
     denied = cli("room", "create", "r2", "--repo", str(cli.repo), "--as", "alice", expect=1)
     assert "only an admin of group default" in _error(denied)
     assert "last admin" in _error(cli("group", "member", "remove", "infra", "admin", expect=2))
+
+
+def test_approve_works_right_after_submit(cli: Cli) -> None:
+    cli.room()
+    cli("user", "add", "bob", "--admin")
+    job = cli.submit(WRITE)  # no runner has looked at it
+    (listed,) = cli.json("jobs")
+    assert (listed["id"], listed["stage"], listed["status"]) == (
+        job,
+        "awaiting_run_approval",
+        "waiting",
+    )
+    approved = cli("approve", str(job), "--as", "bob")
+    assert f"job {job}: approved at awaiting_run_approval" in approved.stdout
+    cli.work()
+    shown = cli.show(job)
+    assert (shown["stage"], shown["status"]) == ("awaiting_review", "waiting")
+    assert [(d["gate"], d["verdict"], d["actor"]) for d in shown["decisions"]] == [
+        ("run", "approved", "bob")
+    ]

@@ -121,8 +121,9 @@ def test_an_auto_approved_job_of_a_removed_requester_is_blocked_before_the_run_g
     _set_alice(team, member=False)
     team.work()
     detail = team.detail(job.id)
-    assert (detail["status"], detail["stage"]) == ("blocked", "queued")
-    assert detail["decisions"] == [] and detail["stages"] == []
+    assert (detail["status"], detail["stage"]) == ("blocked", "awaiting_run_approval")
+    assert detail["stages"] == [], "nothing ran"
+    assert [(d["gate"], d["verdict"]) for d in detail["decisions"]] == [("run", "auto")]
 
 
 @pytest.mark.parametrize("change", ["repository", "base branch"])

@@ -56,6 +56,11 @@ def run(
     """Submit a request and work on it in the foreground until it needs a person or ends."""
     job = _submit(ctx, room, request, agent, as_user, kind)
     console.print(f"job {job.id} submitted")
+    if job.status is Status.waiting:
+        # Submit decided the run gate: nothing runs here until a person approves.
+        StagePrinter()(job)
+        console.print(f"job {job.id}: {next_step(job)}")
+        return
     driven = _work(ctx, until_idle=True, job_id=job.id)
     if driven and driven[-1].status in (Status.failed, Status.blocked):
         raise typer.Exit(1)

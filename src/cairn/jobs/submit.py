@@ -7,6 +7,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from cairn.errors import InvalidState, NotAllowed, UsageError
+from cairn.jobs import run_gate
 from cairn.jobs.access import BINDING_KEY, room_binding
 from cairn.jobs.policy import JOB_KINDS
 from cairn.sanitize import Sanitizer
@@ -36,7 +37,7 @@ def submit_job(
     kind: str = "interactive",
     retry_of: int | None = None,
 ) -> Job:
-    """Record the request (its text sanitized once) and queue its job."""
+    """Record the request (its text sanitized once) and its job, already at the run gate."""
     if not text.strip():
         raise UsageError("the request is empty; say what the agent should do")
     if len(text) > REQUEST_LIMIT:
@@ -45,7 +46,7 @@ def submit_job(
         raise UsageError(f"a job's kind is one of {', '.join(JOB_KINDS)}, not {kind!r}")
     found = get_room(conn, room)
     user = _member(conn, found, actor)
-    return job_ledger.submit(
+    job = job_ledger.submit(
         conn,
         room_id=found.id,
         requester_id=user.id,
@@ -55,6 +56,8 @@ def submit_job(
         kind=kind,
         retry_of=retry_of,
     )
+    # Decided in this transaction: `cairn approve` works at once, and admins see what waits.
+    return run_gate.decide(conn, job, kind)
 
 
 def retry_job(conn: sa.Connection, job_id: int, actor: str) -> Job:
@@ -75,7 +78,7 @@ def retry_job(conn: sa.Connection, job_id: int, actor: str) -> Job:
     scope = request.scope | {BINDING_KEY: room_binding(room), "retry_of": old.id}
     if any(e.kind == "push" and e.status == effects.DONE for e in effects.for_job(conn, old.id)):
         scope["reference_branch"] = old.branch
-    return job_ledger.submit(
+    job = job_ledger.submit(
         conn,
         room_id=room.id,
         requester_id=user.id,
@@ -86,6 +89,7 @@ def retry_job(conn: sa.Connection, job_id: int, actor: str) -> Job:
         kind=request.kind,
         retry_of=old.id,
     )
+    return run_gate.decide(conn, job, request.kind)
 
 
 def _member(conn: sa.Connection, room: Room, actor: str) -> User:
