@@ -13,7 +13,7 @@ from cairn.deps.requests import dependency_problem, label
 from cairn.engine import Evidence, Expect, Measurement, Pause, Result, Retry, StageDef, StageFailed
 from cairn.errors import LeaseLost
 from cairn.jobs import context
-from cairn.jobs.dependencies import install_approved
+from cairn.jobs.dependencies import install_approved, missing_declarations
 from cairn.jobs.drive import Drive
 from cairn.sanitize import SUMMARY_LIMIT
 from cairn.stages import Stage
@@ -139,6 +139,18 @@ def _ask_for_dependency(drive: Drive, ask: DependencyAsk) -> None:
             reason=drive.sanitizer.clean(ask.reason),
         )
         context.settle(conn, drive.job.id, drive.agent_name)
+    _await_decision(drive, ask.ecosystem, label(ask.ecosystem, ask.name, ask.version))
+
+
+def _await_decision(drive: Drive, ecosystem: str, what: str) -> None:
+    """Pause at the dependency gate, unless no decision could make the package installable.
+
+    Then nobody is asked: the job is blocked with the reason, its request kept pending, and a
+    resume after the repository is fixed (on a fresh baseline) puts it to a person.
+    """
+    blocked = missing_declarations(drive, ecosystem, what)
+    if blocked is not None:
+        raise blocked
     raise Pause(_GATE, Evidence.of(Measurement("outcome", "dependency_request")))
 
 
@@ -151,9 +163,9 @@ def _tell_dependency_decision(drive: Drive) -> None:
     if not asked or asked[-1].id in told:
         return
     latest = asked[-1]
-    if latest.status == dep_ledger.PENDING:
-        raise Pause(_GATE)  # asked before a crash; still waiting for a person
     what = label(latest.ecosystem, latest.name, latest.version)
+    if latest.status == dep_ledger.PENDING:
+        _await_decision(drive, latest.ecosystem, what)  # asked before a crash or a block
     if latest.status == dep_ledger.APPROVED:
         drive.move(Stage.installing_dependency)
         note = install_approved(drive, latest)

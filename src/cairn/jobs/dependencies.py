@@ -36,6 +36,7 @@ from cairn.deps.fingerprint import write_inputs
 from cairn.deps.requests import label
 from cairn.engine import Evidence, Expect, Measurement, Result, RunRecord, StageDef, digest
 from cairn.jobs.drive import Blocked, Drive
+from cairn.jobs.fresh_baseline import REPOSITORY_CAUSE
 from cairn.stages import Stage
 from cairn.store import dependency_caches
 from cairn.store.dependency_caches import CacheRecord, CacheStatus
@@ -104,7 +105,8 @@ def _prepare(drive: Drive) -> Result:
     for kind in KINDS:
         inputs = read_inputs(drive.worktree.path, kind)
         if inputs is not None:
-            with _blocking_on_failure(drive):
+            # The inputs are the baseline's: what refuses them is fixed by a commit.
+            with _blocking_on_failure(drive, in_repository=True):
                 installer = installer_of(drive.config, kind.ecosystem)
                 found.append(materialize(drive, installer, inputs))
     materialized = sum(m.packages for m in found)
@@ -154,9 +156,30 @@ def _baseline_inputs(drive: Drive) -> str:
     return digest({"dependency_inputs": sorted(e for e in listed.split("\0") if e)})
 
 
+def missing_declarations(drive: Drive, ecosystem: str, what: str) -> Blocked | None:
+    """The block for a package that cannot be installed whatever a person decides, or None.
+
+    Checked before anyone is asked to approve it: without the ecosystem's declarations file
+    there is nothing to record the package in. The cause lies in the repository, so resuming
+    after the owner commits one takes a fresh baseline.
+    """
+    installer = installer_of(drive.config, ecosystem)
+    if read_inputs(drive.worktree.path, installer, require_lockfile=False) is not None:
+        return None
+    return Blocked(
+        f"the repository has no {installer.declarations}, so cairn cannot install {what}; "
+        f"commit one to {drive.room.base_branch}, then run "
+        f"`cairn resume {drive.job.id}`: the job then takes a fresh baseline",
+        Evidence.of(REPOSITORY_CAUSE, Measurement("declarations", False, Expect.equals, True)),
+    )
+
+
 def install_approved(drive: Drive, asked: DependencyRequest) -> str:
     """Add an approved exact version to the job's inputs and environment; the agent's note."""
     what = label(asked.ecosystem, asked.name, asked.version)
+    blocked = missing_declarations(drive, asked.ecosystem, what)
+    if blocked is not None:
+        raise blocked
     workspace = drive.worktree.path
     with _blocking_on_failure(drive, f"{what} was approved, but "):
         installer = installer_of(drive.config, asked.ecosystem)
@@ -173,14 +196,18 @@ def install_approved(drive: Drive, asked: DependencyRequest) -> str:
 
 
 @contextlib.contextmanager
-def _blocking_on_failure(drive: Drive, prefix: str = "") -> Iterator[None]:
+def _blocking_on_failure(
+    drive: Drive, prefix: str = "", *, in_repository: bool = False
+) -> Iterator[None]:
     """An installer refusal inside blocks the job, saying what to do next."""
     try:
         yield
     except InstallError as exc:
+        refused = Measurement("installed", False, Expect.equals, True)
+        then = "the job then takes a fresh baseline" if in_repository else "it goes on from here"
         raise Blocked(
-            f"{prefix}{exc}. When the cause is fixed, run `cairn resume {drive.job.id}`",
-            Evidence.of(Measurement("installed", False, Expect.equals, True)),
+            f"{prefix}{exc}. When the cause is fixed, run `cairn resume {drive.job.id}`; {then}",
+            Evidence.of(refused, REPOSITORY_CAUSE) if in_repository else Evidence.of(refused),
         ) from exc
 
 

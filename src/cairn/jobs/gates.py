@@ -21,6 +21,7 @@ import sqlalchemy as sa
 
 from cairn.errors import InvalidState, NotAllowed, UsageError
 from cairn.jobs.access import missing_access
+from cairn.jobs.fresh_baseline import blocked_by_repository, resume_note
 from cairn.jobs.policy import REASON_LIMIT, GroupPolicy, policy_label
 from cairn.sanitize import Sanitizer
 from cairn.stages import Gate, Stage, Status, Verdict
@@ -139,10 +140,17 @@ def resume(conn: sa.Connection, job_id: int, actor: str) -> Job:
     lost = missing_access(conn, job, job_ledger.get_request(conn, job.request_id))
     if lost:
         raise NotAllowed(f"job {job_id} cannot go on yet: {lost}")
-    decisions.append(conn, job_id=job.id, gate=Gate.resume, verdict=Verdict.resumed, actor=actor)
+    # A block whose cause lies in the repository needs the owner's fix: a fresh baseline.
+    fresh = blocked_by_repository(conn, job)
+    note = resume_note(job, get_room(conn, job.room_id).base_branch) if fresh else None
+    decisions.append(
+        conn, job_id=job.id, gate=Gate.resume, verdict=Verdict.resumed, actor=actor, reason=note
+    )
     gate = GATE_AT.get(job.stage)
     back = Status.waiting if gate and not _gate_decided(conn, job, gate) else Status.queued
-    return job_ledger.transition(conn, job, job.stage, back)
+    # Without a recorded baseline, the runner fetches the base branch again before going on.
+    cleared = {"baseline": None} if fresh else {}
+    return job_ledger.transition(conn, job, job.stage, back, **cleared)
 
 
 def authorize(

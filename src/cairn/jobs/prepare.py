@@ -6,6 +6,7 @@ from cairn.engine import Evidence, Expect, Measurement, Result, RunRecord, Stage
 from cairn.errors import WorkspaceError
 from cairn.jobs.drive import Blocked, Drive
 from cairn.stages import Stage
+from cairn.workspace.git import IDENTITY, try_git
 from cairn.workspace.mirror import checkout_changes
 
 
@@ -55,13 +56,55 @@ def _workspace_identity(drive: Drive) -> str:
 
 
 def _workspace(drive: Drive) -> Result:
-    """Create (or, on resume, reuse untouched) the job's own worktree at the baseline."""
-    assert drive.job.baseline is not None, "the baseline stage records it"
+    """Create (or, on resume, reuse) the job's own worktree at the baseline."""
+    baseline = drive.job.baseline
+    assert baseline is not None, "the baseline stage records it"
     with drive.mirror.lock():
-        drive.worktree.ensure(drive.job.baseline)
-    return Result(
-        _workspace_identity(drive),
-        Evidence.of(Measurement("worktree_valid", drive.worktree.is_valid(), Expect.equals, True)),
+        drive.worktree.ensure(baseline)
+        moved = _onto_baseline(drive, baseline)
+    valid = Measurement("worktree_valid", drive.worktree.is_valid(), Expect.equals, True)
+    return Result(_workspace_identity(drive), Evidence.of(valid, *moved))
+
+
+def _onto_baseline(drive: Drive, baseline: str) -> tuple[Measurement, ...]:
+    """Move a workspace made from an older baseline onto `baseline`, the job's work with it.
+
+    This happens after a fresh baseline (see `fresh_baseline`). The job's changes, committed
+    or not, are merged onto the new baseline by git's three-way merge; nothing is discarded.
+    When they conflict with what the base branch changed, the job is blocked and the
+    workspace is left exactly as it was.
+    """
+    worktree = drive.worktree
+    head = worktree.head()
+    if try_git("merge-base", "--is-ancestor", baseline, head, cwd=drive.mirror.path)[0] == 0:
+        return ()  # already on the baseline (the job's own commits, if any, sit on top of it)
+    work = worktree.git(
+        *IDENTITY, "commit-tree", worktree.content_id(), "-p", head, "-F", "-",
+        input=f"{drive.job.branch}: its work before a fresh baseline",
+    )  # fmt: skip
+    merged = try_git(
+        "merge-tree", "--write-tree", "--name-only", "--no-messages", "-z", baseline, work,
+        cwd=drive.mirror.path,
+    )  # fmt: skip
+    tree, *conflicts = [part for part in merged.stdout.split("\0") if part]
+    if merged.returncode != 0:
+        shown = ", ".join(conflicts[:5]) or "files git could not merge"
+        raise Blocked(
+            f"the job's changes conflict with the new baseline of {drive.room.base_branch} "
+            f"({shown}); its workspace was left as it was. `cairn cancel {drive.job.id}` and "
+            f"`cairn retry {drive.job.id}` start the request again from the new baseline",
+            Evidence.of(Measurement("conflicting_paths", len(conflicts), Expect.equals, 0)),
+        )
+    failure = "git could not move the job's workspace onto the new baseline"
+    worktree.git("update-ref", "-m", "cairn: fresh baseline", worktree.branch_ref, baseline, head)
+    worktree.git("read-tree", "--reset", "-u", tree, failure=failure)
+    worktree.git("reset", "--quiet", "--mixed", "HEAD", failure=failure)
+    carried = worktree.changed_files(baseline, tree)
+    return (
+        Measurement("fresh_baseline_from", head),
+        # Noted, not required: a file the new baseline ignores is kept but no longer counted.
+        Measurement("work_carried_over", worktree.content_id() == tree),
+        Measurement("files_carried_over", len(carried)),
     )
 
 
