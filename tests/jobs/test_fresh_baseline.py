@@ -120,4 +120,11 @@ def test_work_that_conflicts_with_the_new_baseline_blocks_and_is_left_as_it_was(
     workspace = cairn.workspace(job.id)
     assert (workspace / "README.md").read_text() == "# greeter, as the agent wrote it\n"
     assert not (workspace / "pyproject.toml").exists(), "the workspace did not move"
-    assert cairn.job(job.id).stage is Stage.preparing_workspace
+
+    # The owner takes their README change back: the next resume applies the work cleanly.
+    commit_file(cairn.repo, "README.md", SAMPLE_FILES["README.md"], "take it back")
+    _resume(cairn, job.id)
+    cairn.work()
+    assert cairn.job(job.id).stage is Stage.awaiting_dependency_approval
+    assert (workspace / "README.md").read_text() == "# greeter, as the agent wrote it\n"
+    assert (workspace / "pyproject.toml").is_file()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from cairn.engine import Evidence, Expect, Measurement, Result, RunRecord, StageDef, digest
 from cairn.errors import WorkspaceError
 from cairn.jobs.drive import Blocked, Drive
+from cairn.jobs.fresh_baseline import REPOSITORY_CAUSE
 from cairn.stages import Stage
 from cairn.workspace.git import IDENTITY, try_git
 from cairn.workspace.mirror import checkout_changes
@@ -89,11 +90,16 @@ def _onto_baseline(drive: Drive, baseline: str) -> tuple[Measurement, ...]:
     tree, *conflicts = [part for part in merged.stdout.split("\0") if part]
     if merged.returncode != 0:
         shown = ", ".join(conflicts[:5]) or "files git could not merge"
+        job = drive.job.id
         raise Blocked(
             f"the job's changes conflict with the new baseline of {drive.room.base_branch} "
-            f"({shown}); its workspace was left as it was. `cairn cancel {drive.job.id}` and "
-            f"`cairn retry {drive.job.id}` start the request again from the new baseline",
-            Evidence.of(Measurement("conflicting_paths", len(conflicts), Expect.equals, 0)),
+            f"({shown}); its workspace was left as it was. `cairn resume {job}` tries again on "
+            f"a fresh baseline; `cairn cancel {job}` and `cairn retry {job}` start anew",
+            # The base branch decides whether the work applies: a resume fetches it again.
+            Evidence.of(
+                REPOSITORY_CAUSE,
+                Measurement("conflicting_paths", len(conflicts), Expect.equals, 0),
+            ),
         )
     failure = "git could not move the job's workspace onto the new baseline"
     worktree.git("update-ref", "-m", "cairn: fresh baseline", worktree.branch_ref, baseline, head)
