@@ -87,20 +87,11 @@ def _onto_baseline(drive: Drive, baseline: str) -> tuple[Measurement, ...]:
         "merge-tree", "--write-tree", "--name-only", "--no-messages", "-z", baseline, work,
         cwd=drive.mirror.path,
     )  # fmt: skip
+    if merged.returncode not in (0, 1) or not merged.stdout:
+        raise WorkspaceError("git could not merge the job's work onto the new baseline")
     tree, *conflicts = [part for part in merged.stdout.split("\0") if part]
-    if merged.returncode != 0:
-        shown = ", ".join(conflicts[:5]) or "files git could not merge"
-        job = drive.job.id
-        raise Blocked(
-            f"the job's changes conflict with the new baseline of {drive.room.base_branch} "
-            f"({shown}); its workspace was left as it was. `cairn resume {job}` tries again on "
-            f"a fresh baseline; `cairn cancel {job}` and `cairn retry {job}` start anew",
-            # The base branch decides whether the work applies: a resume fetches it again.
-            Evidence.of(
-                REPOSITORY_CAUSE,
-                Measurement("conflicting_paths", len(conflicts), Expect.equals, 0),
-            ),
-        )
+    if merged.returncode == 1:
+        raise _conflict(drive, conflicts)
     failure = "git could not move the job's workspace onto the new baseline"
     worktree.git("update-ref", "-m", "cairn: fresh baseline", worktree.branch_ref, baseline, head)
     worktree.git("read-tree", "--reset", "-u", tree, failure=failure)
@@ -111,6 +102,19 @@ def _onto_baseline(drive: Drive, baseline: str) -> tuple[Measurement, ...]:
         # Noted, not required: a file the new baseline ignores is kept but no longer counted.
         Measurement("work_carried_over", worktree.content_id() == tree),
         Measurement("files_carried_over", len(carried)),
+    )
+
+
+def _conflict(drive: Drive, paths: list[str]) -> Blocked:
+    job = drive.job.id
+    conflicting = Measurement("conflicting_paths", len(paths), Expect.equals, 0)
+    return Blocked(
+        f"the job's changes conflict with the new baseline of {drive.room.base_branch} "
+        f"({', '.join(paths[:5]) or 'files git could not merge'}); its workspace was left as "
+        f"it was. `cairn resume {job}` tries again on a fresh baseline; `cairn cancel {job}` "
+        f"and `cairn retry {job}` start anew",
+        # The base branch decides whether the work applies: a resume fetches it again.
+        Evidence.of(REPOSITORY_CAUSE, conflicting),
     )
 
 
