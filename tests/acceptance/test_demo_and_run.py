@@ -51,7 +51,7 @@ def test_run_prints_each_stage_and_what_to_do_at_the_gate(cli: Cli) -> None:
 
     asks = cli.script(
         "steps:\n  - request_dependency: "
-        '{ecosystem: npm, name: left-pad, version: "1.3.0", reason: "padding"}\n'
+        '{ecosystem: pypi, name: termcolor, version: "2.4.0", reason: "colour"}\n'
     )
     done = cli("run", "sample", "Pad things", "--agent", f"script:{asks}")
     assert done.stdout.splitlines()[-2].endswith("awaiting_dependency_approval (waiting)")
