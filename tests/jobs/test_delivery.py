@@ -31,7 +31,7 @@ def test_delivery_pushes_and_merges_once(cairn: Cairn) -> None:
     ]
     assert cairn.git("show", "main:b.txt") == "b"
     assert cairn.git("rev-parse", "main^") == before
-    assert cairn.git("rev-parse", "cairn/job-1") == cairn.git("rev-parse", "main")
+    assert cairn.git("rev-parse", cairn.branch(job_id)) == cairn.git("rev-parse", "main")
     assert (cairn.repo / "b.txt").read_text() == "b\n", "the clean checkout was fast-forwarded"
 
 
@@ -85,10 +85,10 @@ def test_merge_is_left_to_a_person_when_the_base_checkout_has_local_changes(cair
     cairn.work()
     detail = cairn.detail(job_id)
     assert detail["status"] == "completed"
-    assert "cairn/job-1 was delivered" in detail["diagnosis"]
+    assert f"{cairn.branch(job_id)} was delivered" in detail["diagnosis"]
     assert "local changes" in detail["diagnosis"]
     assert readme.read_bytes() == edited and cairn.git("rev-parse", "main") == base
-    assert cairn.git("rev-parse", "--verify", "cairn/job-1")
+    assert cairn.git("rev-parse", "--verify", cairn.branch(job_id))
 
 
 def test_a_conflicting_base_leaves_the_merge_to_a_person(cairn: Cairn) -> None:

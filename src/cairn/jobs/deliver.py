@@ -48,7 +48,7 @@ def _deliver(drive: Drive) -> Result:
         ) from exc
     if merged is None:
         why = next((r for r in reasons if r), "the merge was left to a person")
-        drive.completion_note = f"the branch {drive.job.branch} was delivered; {why}"
+        drive.completion_note = f"the branch {drive.branch} was delivered; {why}"
     return Result(
         digest({"pushed": pushed, "merged": merged}),
         Evidence.of(
@@ -67,10 +67,10 @@ def reviewed_commit(drive: Drive) -> str:
 
 
 def _pushed(drive: Drive, sha: str) -> str | None:
-    remote = delivery.remote_branch_sha(drive.room.repo, drive.job.branch)
+    remote = delivery.remote_branch_sha(drive.room.repo, drive.branch)
     if remote not in (None, sha):
         raise Undecidable(
-            f"the room's repository already has {drive.job.branch} at another commit and cairn "
+            f"the room's repository already has {drive.branch} at another commit and cairn "
             "will not overwrite it; remove that branch there"
         )
     return sha if remote == sha else None
@@ -78,7 +78,7 @@ def _pushed(drive: Drive, sha: str) -> str | None:
 
 def _push(drive: Drive, sha: str) -> str:
     with drive.mirror.lock():
-        delivery.push_branch(drive.mirror, sha, drive.job.branch)
+        delivery.push_branch(drive.mirror, sha, drive.branch)
     return sha
 
 
@@ -89,7 +89,7 @@ def _merged(drive: Drive, sha: str) -> str | None:
 
 def _merge(drive: Drive, sha: str, reasons: list[str | None]) -> str | None:
     with drive.mirror.lock():
-        result = delivery.merge_into_base(drive.mirror, sha, f"Merge {drive.job.branch}")
+        result = delivery.merge_into_base(drive.mirror, sha, f"Merge {drive.branch}")
     reasons.append(result.reason)
     return result.commit if result.merged else None
 

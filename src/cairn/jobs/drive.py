@@ -72,9 +72,14 @@ class Drive:
         return Mirror(path, self.room.repo, self.room.base_branch)
 
     @cached_property
+    def branch(self) -> str:
+        """The job's own branch, in the mirror and in the room's repository."""
+        return self.job.branch_in(self.store.installation_id)
+
+    @cached_property
     def worktree(self) -> Worktree:
         path = self.config.workspace_path(self.store.installation_id, self.job.id)
-        return Worktree(self.mirror, path, self.job.branch)
+        return Worktree(self.mirror, path, self.branch)
 
     @contextmanager
     def fenced(self) -> Iterator[sa.Connection]:

@@ -51,7 +51,7 @@ def _baseline_now(drive: Drive, prior: RunRecord) -> str | None:
 
 
 def _workspace_identity(drive: Drive) -> str:
-    return digest({"branch": drive.job.branch, "baseline": drive.job.baseline})
+    return digest({"branch": drive.branch, "baseline": drive.job.baseline})
 
 
 def _workspace(drive: Drive) -> Result:
@@ -81,7 +81,7 @@ BASELINE: StageDef[Drive] = StageDef(
 WORKSPACE: StageDef[Drive] = StageDef(
     name=Stage.preparing_workspace.value,
     run=_workspace,
-    inputs=lambda drive: {"branch": drive.job.branch},
+    inputs=lambda drive: {"branch": drive.branch},
     required=("worktree_valid",),
     content_now=_workspace_now,
 )
