@@ -126,7 +126,8 @@ def test_an_undecidable_push_blocks_the_job_instead_of_repeating(cairn: Cairn) -
     cairn.approve(job_id)
     cairn.work()
     blocked = cairn.detail(job_id)
-    assert blocked["status"] == "blocked" and "will not overwrite" in blocked["diagnosis"]
+    assert blocked["status"] == "blocked"
+    assert "neither adopts nor overwrites" in blocked["diagnosis"]
     assert [(e["kind"], e["status"]) for e in blocked["effects"]] == [("push", "intended")]
     assert cairn.git("rev-parse", cairn.branch(job_id)) == cairn.git("rev-parse", "main")
 

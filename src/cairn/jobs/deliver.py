@@ -21,9 +21,10 @@ from cairn.workspace import delivery
 
 
 def _deliver(drive: Drive) -> Result:
-    """Push, then merge; the job completes with a note when the merge is left to a person."""
+    """Push, then merge; a merge left to a person blocks the job here until it is done."""
     sha = reviewed_commit(drive)
     effects = StoreEffects(drive.store, drive.job.id, drive.token)
+    resume = f"run `cairn resume {drive.job.id}`"
     try:
         pushed = perform(
             effects,
@@ -42,19 +43,30 @@ def _deliver(drive: Drive) -> Result:
             act=lambda: _merge(drive, sha, reasons),
             faults=drive.faults,
         )
-    except (Undecidable, WorkspaceError) as exc:
+    except delivery.BranchTaken as exc:
         raise Blocked(
-            f"delivery did not complete: {exc}; run `cairn resume {drive.job.id}`"
+            f"nothing was pushed: {exc}. Rename or delete that branch there, then {resume}"
         ) from exc
+    except (Undecidable, WorkspaceError) as exc:
+        raise Blocked(f"delivery did not complete: {exc}; {resume}") from exc
+    evidence = Evidence.of(
+        Measurement("pushed", int(pushed == sha), Expect.equals, 1),
+        Measurement("merged", int(merged is not None), Expect.equals, 1),
+    )
     if merged is None:
-        why = next((r for r in reasons if r), "the merge was left to a person")
-        drive.completion_note = f"the branch {drive.branch} was delivered; {why}"
-    return Result(
-        digest({"pushed": pushed, "merged": merged}),
-        Evidence.of(
-            Measurement("pushed", int(pushed == sha), Expect.equals, 1),
-            Measurement("merged", int(merged is not None)),
-        ),
+        raise Blocked(_left_to_a_person(drive, next((r for r in reasons if r), None)), evidence)
+    return Result(digest({"pushed": pushed, "merged": merged}), evidence)
+
+
+def _left_to_a_person(drive: Drive, why: str | None) -> str:
+    """What a job whose branch is pushed but not merged says, and how it goes on."""
+    # Rule 2: not a delivery. The job stays at `delivering` until the merge is done.
+    job = drive.job.id
+    return (
+        f"branch {drive.branch} pushed; merge left to a person: "
+        f"{why or 'cairn could not merge it'}. Once that is resolved (or you have merged the "
+        f"branch into {drive.room.base_branch} yourself), run `cairn resume {job}` and cairn "
+        f"merges it or records your merge; `cairn cancel {job}` leaves it unmerged"
     )
 
 
@@ -67,13 +79,7 @@ def reviewed_commit(drive: Drive) -> str:
 
 
 def _pushed(drive: Drive, sha: str) -> str | None:
-    remote = delivery.remote_branch_sha(drive.room.repo, drive.branch)
-    if remote not in (None, sha):
-        raise Undecidable(
-            f"the room's repository already has {drive.branch} at another commit and cairn "
-            "will not overwrite it; remove that branch there"
-        )
-    return sha if remote == sha else None
+    return sha if delivery.is_pushed(drive.room.repo, drive.branch, sha) else None
 
 
 def _push(drive: Drive, sha: str) -> str:
@@ -98,5 +104,5 @@ DELIVER: StageDef[Drive] = StageDef(
     name=Stage.delivering.value,
     run=_deliver,
     inputs=lambda drive: {"repo": drive.room.repo, "branch": drive.room.base_branch},
-    required=("pushed",),
+    required=("pushed", "merged"),
 )
