@@ -31,7 +31,10 @@ class Stage(StrEnum):
     awaiting_review = "awaiting_review"
     """The integration gate: an admin approves or rejects the final change."""
     delivering = "delivering"
-    """Pushing the job branch and merging it, each an effect recorded before and after."""
+    """Pushing the job branch and merging it, each an effect recorded before and after.
+
+    A merge left to a person keeps the job here, blocked, until `cairn resume` merges it.
+    """
     completed = "completed"
     rejected = "rejected"
     failed = "failed"
@@ -55,7 +58,10 @@ class Status(StrEnum):
     waiting = "waiting"
     """At a gate, waiting for a person's decision."""
     blocked = "blocked"
-    """Needs someone outside cairn (a dirty checkout, lost access); `cairn resume` continues it."""
+    """Needs someone outside cairn (a dirty checkout, lost access, a merge left to a person).
+
+    `cairn resume` continues it.
+    """
     completed = "completed"
     rejected = "rejected"
     failed = "failed"

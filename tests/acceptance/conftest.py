@@ -104,6 +104,12 @@ class Cli:
         assert isinstance(detail, dict)
         return detail
 
+    def branch(self, job_id: int) -> str:
+        """The job's own branch, as `cairn show` names it."""
+        branch = self.show(job_id)["branch"]
+        assert isinstance(branch, str)
+        return branch
+
     def script(self, text: str) -> Path:
         """Write a script agent's YAML to a file of its own and return its path."""
         self.scripts += 1

@@ -122,11 +122,12 @@ def test_a_job_paused_at_the_dependency_gate_resumes_its_own_context(cli: Cli) -
     assert cli.git("show", "main:a2.txt") == "second file of job 1"
     assert cli.git("show", "main:b.txt") == "from job 2"
     assert (cli.repo / "a2.txt").exists() and (cli.repo / "b.txt").exists()
-    job_one_files = cli.git("ls-tree", "-r", "--name-only", "cairn/job-1").split()
+    branch_one, branch_two = cli.branch(one), cli.branch(two)
+    job_one_files = cli.git("ls-tree", "-r", "--name-only", branch_one).split()
     assert {"a.txt", "a2.txt"} <= set(job_one_files) and "b.txt" not in job_one_files
-    assert cli.git("show", "cairn/job-2:b.txt") == "from job 2"
+    assert cli.git("show", f"{branch_two}:b.txt") == "from job 2"
     parents = cli.git("rev-list", "--parents", "-n", "1", "main").split()
-    assert parents[1:] == [cli.git("rev-parse", "cairn/job-2"), cli.git("rev-parse", "cairn/job-1")]
+    assert parents[1:] == [cli.git("rev-parse", branch_two), cli.git("rev-parse", branch_one)]
 
 
 FIRST = "First appended line (before the runner was killed)."

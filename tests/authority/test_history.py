@@ -49,7 +49,7 @@ def test_retry_leaves_the_rejected_job_untouched_and_links_a_new_job(team: Cairn
     )
     assert new_request.scope["retry_of"] == old.id
     assert "reference_branch" not in new_request.scope, "the rejected job pushed nothing"
-    assert new.baseline is None and new.branch != old.branch
+    assert new.baseline is None and team.branch(new.id) != team.branch(old.id)
 
     team.work()
     team.approve(new_id)
@@ -69,8 +69,8 @@ def test_retry_of_a_delivered_job_names_its_branch_for_the_new_request(team: Cai
     new_id = _retry(team, old.id, actor="bob")
     with team.store.begin() as conn:
         scope = job_ledger.get_request(conn, job_ledger.get_job(conn, new_id).request_id).scope
-    assert scope["reference_branch"] == f"cairn/job-{old.id}"
-    assert team.git("rev-parse", "--verify", f"cairn/job-{old.id}")
+    assert scope["reference_branch"] == team.branch(old.id)
+    assert team.git("rev-parse", "--verify", team.branch(old.id))
 
 
 def test_only_an_ended_job_is_retried_and_only_by_a_member(team: Cairn) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from cairn.engine import (
+    EffectState,
     Engine,
     Evidence,
     EvidenceShort,
@@ -224,6 +225,28 @@ def test_an_effect_is_inspected_before_it_is_repeated() -> None:
     assert world["pushed"] == 1 and effects.begin("push", "job-1:push").status == "done"
     assert perform(effects, "push", "job-1:push", inspect=inspect, act=act) == "sha1"
     assert world["pushed"] == 1
+
+
+def test_a_failed_effect_is_intended_again_before_it_is_retried() -> None:
+    effects, world = MemoryEffects(), {"merged": None, "tries": 0}
+
+    def act() -> str | None:
+        world["tries"] += 1
+        return world["merged"]
+
+    def inspect() -> str | None:
+        return world["merged"]
+
+    assert perform(effects, "merge", "k", inspect=inspect, act=act) is None
+    assert effects.begin("merge", "k").status == "failed"
+    died = Faults.parse("crash:after_intent:merge")
+    died.die = lambda code: (_ for _ in ()).throw(SystemExit(code))
+    with pytest.raises(SystemExit):
+        perform(effects, "merge", "k", inspect=inspect, act=act, faults=died)
+    assert effects.begin("merge", "k").status == "intended", "the retry's intent came first"
+    world["merged"] = "tip"  # done meanwhile by a person: recognized, not repeated
+    assert perform(effects, "merge", "k", inspect=inspect, act=act) == "tip"
+    assert world["tries"] == 1 and effects.begin("merge", "k") == EffectState("done", "tip")
 
 
 def test_an_undecidable_inspection_does_not_act() -> None:

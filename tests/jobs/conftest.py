@@ -59,6 +59,10 @@ class Cairn:
         """Where the job's worktree lives in this installation."""
         return self.config.workspace_path(self.store.installation_id, job_id)
 
+    def branch(self, job_id: int) -> str:
+        """The job's own branch in this installation (the name is the installation's too)."""
+        return self.job(job_id).branch_in(self.store.installation_id)
+
     def job(self, job_id: int) -> Job:
         with self.store.begin() as conn:
             return job_ledger.get_job(conn, job_id)

@@ -122,13 +122,14 @@ def test_verify_evidence_counts_tests_run_against_collected(cairn: Cairn) -> Non
 def test_an_undecidable_push_blocks_the_job_instead_of_repeating(cairn: Cairn) -> None:
     job_id = _waiting_for_review(cairn)
     # Someone else already has the job's branch name in the room's repository, elsewhere.
-    cairn.git("branch", f"cairn/job-{job_id}", "main")
+    cairn.git("branch", cairn.branch(job_id), "main")
     cairn.approve(job_id)
     cairn.work()
     blocked = cairn.detail(job_id)
-    assert blocked["status"] == "blocked" and "will not overwrite" in blocked["diagnosis"]
+    assert blocked["status"] == "blocked"
+    assert "neither adopts nor overwrites" in blocked["diagnosis"]
     assert [(e["kind"], e["status"]) for e in blocked["effects"]] == [("push", "intended")]
-    assert cairn.git("rev-parse", f"cairn/job-{job_id}") == cairn.git("rev-parse", "main")
+    assert cairn.git("rev-parse", cairn.branch(job_id)) == cairn.git("rev-parse", "main")
 
 
 def test_the_agent_stage_records_whether_isolation_held(

@@ -279,7 +279,9 @@ def test_submitted_job_is_queued_with_no_lease_and_its_own_branch(store: Store) 
     assert (job.lease_owner, job.lease_expires_at, job.fencing_token) == (None, None, 0)
     assert (job.baseline, job.result_fingerprint, job.summary, job.diagnosis) == (None,) * 4
     assert job.retry_of is None
-    assert job.branch == f"cairn/job-{job.id}"
+    branch = job.branch_in(store.installation_id)
+    assert branch == f"cairn/{store.installation_id[:8]}/job-{job.id}"
+    assert job.branch_in("0123abcd" + "0" * 24) == f"cairn/0123abcd/job-{job.id}"
     assert job.created_at == job.updated_at
     assert_utc(job.created_at)
 

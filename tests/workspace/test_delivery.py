@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from cairn.errors import WorkspaceError
 from cairn.testing.repos import commit_file
+from cairn.workspace import delivery
 from cairn.workspace.delivery import (
+    BranchTaken,
     MergeResult,
     _advance_base,
     is_merged,
@@ -69,10 +70,38 @@ def test_push_branch_refuses_to_overwrite_a_different_sha(
     mirror: Mirror, project: Path, job_sha: str, baseline: str
 ) -> None:
     plain_git(project, "branch", "cairn/job-1", baseline)
-    with pytest.raises(WorkspaceError, match="already exists") as caught:
+    with pytest.raises(BranchTaken, match="already exists") as caught:
         push_branch(mirror, job_sha, "cairn/job-1")
     assert str(project) not in str(caught.value)
     assert plain_git(project, "rev-parse", "refs/heads/cairn/job-1") == baseline
+
+
+@pytest.mark.parametrize("remote", [False, True], ids=["local", "url"])
+def test_push_branch_never_moves_a_branch_that_appeared_meanwhile(
+    tmp_path: Path,
+    server: Path,
+    mirror: Mirror,
+    project: Path,
+    job_sha: str,
+    baseline: str,
+    monkeypatch: pytest.MonkeyPatch,
+    remote: bool,
+) -> None:
+    if remote:
+        mirror, _tree, job_sha = _server_room(tmp_path, server)
+    repo = server if remote else project
+    plain_git(repo, "branch", "cairn/job-1", baseline)  # an ancestor: a fetch would move it
+    real, looks = delivery.remote_branch_sha, []
+
+    def first_look_misses(*args: str) -> str | None:
+        looks.append(args)
+        return None if len(looks) == 1 else real(*args)
+
+    monkeypatch.setattr(delivery, "remote_branch_sha", first_look_misses)
+    with pytest.raises(BranchTaken, match="neither adopts nor overwrites"):
+        push_branch(mirror, job_sha, "cairn/job-1")
+    assert plain_git(repo, "rev-parse", "refs/heads/cairn/job-1") == baseline
+    assert plain_git(repo, "for-each-ref", "refs/cairn/") == ""
 
 
 def test_push_branch_to_a_remote_url(tmp_path: Path, server: Path) -> None:
@@ -147,6 +176,18 @@ def test_a_checked_out_base_with_local_changes_is_left_byte_identical(
     assert plain_git(project, "rev-parse", "main") == baseline
     assert not (project / "docs").exists()
     assert plain_git(project, "stash", "list") == ""
+
+
+def test_a_base_checked_out_in_another_worktree_is_left_to_a_person(
+    tmp_path: Path, mirror: Mirror, project: Path, job_sha: str, baseline: str
+) -> None:
+    plain_git(project, "switch", "--quiet", "-c", "side")
+    plain_git(project, "worktree", "add", "--quiet", str(tmp_path / "elsewhere"), "main")
+    result = merge_into_base(mirror, job_sha, "Merge job 1")
+    assert result == MergeResult(
+        False, None, "main is checked out in another worktree of the room's repository"
+    )
+    assert plain_git(project, "rev-parse", "main") == baseline
 
 
 def test_merging_twice_merges_once(mirror: Mirror, project: Path, job_sha: str) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from cairn.errors import WorkspaceError
+from cairn.testing.repos import commit_file
 from cairn.workspace.mirror import Mirror
 from cairn.workspace.worktree import Worktree
 
@@ -49,6 +50,35 @@ def test_ensure_after_the_folder_vanished_restores_the_jobs_own_commits(
     worktree.ensure(baseline)
     assert worktree.head() == committed
     assert (worktree.path / "NEW.md").read_text() == "work\n"
+
+
+def test_a_branch_of_the_jobs_name_in_the_repository_is_never_adopted(
+    home: Path, project: Path
+) -> None:
+    plain_git(project, "switch", "--quiet", "-c", "cairn/job-1")
+    commit_file(project, "foreign.txt", "someone else's\n", "Another installation's job 1")
+    plain_git(project, "switch", "--quiet", "main")
+    mirror = Mirror(home / "mirrors" / "room-1.git", str(project), "main")
+    baseline = mirror.fetch_baseline()
+    assert plain_git(mirror.path, "for-each-ref", "refs/heads/") == "", "no branch copied in"
+    tree = Worktree(mirror, home / "workspaces" / "job-1", "cairn/job-1")
+    tree.ensure(baseline)
+    assert tree.head() == baseline
+    assert not (tree.path / "foreign.txt").exists()
+
+
+def test_a_kept_branch_that_does_not_build_on_the_baseline_is_refused(
+    worktree: Worktree, mirror: Mirror, project: Path, baseline: str
+) -> None:
+    (worktree.path / "NEW.md").write_text("work\n")
+    committed = worktree.commit(baseline, "Add NEW.md")
+    shutil.rmtree(worktree.path)
+    commit_file(project, "CHANGELOG.md", "- later\n", "Later on main")
+    newer = mirror.fetch_baseline()
+    with pytest.raises(WorkspaceError, match="does not build on the job's baseline"):
+        worktree.ensure(newer)
+    assert plain_git(mirror.path, "rev-parse", "refs/heads/cairn/job-1") == committed
+    assert not worktree.path.exists()
 
 
 def test_ensure_recovers_from_an_interrupted_checkout(

@@ -9,7 +9,7 @@ from cairn.errors import NotAllowed
 from cairn.jobs import gates
 from cairn.jobs.submit import retry_job
 from cairn.sanitize import user_sanitizer
-from cairn.stages import Status
+from cairn.stages import Stage, Status
 
 
 def approve(
@@ -60,6 +60,9 @@ def resume(ctx: typer.Context, job_id: int, as_user: str | None = AS_OPTION) -> 
         job = gates.resume(conn, job_id, s.actor(as_user))
     if job.status is Status.waiting:
         console.print(f"job {job_id}: waits at {job.stage} again for a decision")
+        return
+    if job.stage is Stage.delivering:
+        console.print(f"job {job_id}: a runner retries the delivery, merge included (`cairn work`)")
         return
     console.print(f"job {job_id}: runnable again; a runner carries it on (`cairn work`)")
 

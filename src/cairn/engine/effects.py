@@ -30,7 +30,7 @@ class EffectLedger(Protocol):
         ...
 
     def done(self, key: str, external_ref: str | None, status: str = DONE) -> None:
-        """Record the effect done (or failed), with what the outside world calls it."""
+        """Record the effect done (or failed, or intended again), with its outside name."""
         ...
 
 
@@ -48,10 +48,16 @@ def perform(
     act: Callable[[], str | None],
     faults: Faults = NO_FAULTS,
 ) -> str | None:
-    """Perform an effect at most once; a None reference from `act` records it as failed."""
+    """Perform an effect at most once; a None reference from `act` records it as failed.
+
+    A failed effect may be performed again later: first recorded as intended again, so a
+    crash during the new attempt is reconciled like any other intent.
+    """
     state = ledger.begin(kind, key)
     if state.status == DONE:
         return state.external_ref
+    if state.status == FAILED:
+        ledger.done(key, None, INTENDED)
     faults.point("after_intent", kind)
     # Inspected even on a first attempt: an earlier process may have acted, then died.
     reference = inspect()

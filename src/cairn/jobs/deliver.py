@@ -21,9 +21,10 @@ from cairn.workspace import delivery
 
 
 def _deliver(drive: Drive) -> Result:
-    """Push, then merge; the job completes with a note when the merge is left to a person."""
+    """Push, then merge; a merge left to a person blocks the job here until it is done."""
     sha = reviewed_commit(drive)
     effects = StoreEffects(drive.store, drive.job.id, drive.token)
+    resume = f"run `cairn resume {drive.job.id}`"
     try:
         pushed = perform(
             effects,
@@ -42,19 +43,30 @@ def _deliver(drive: Drive) -> Result:
             act=lambda: _merge(drive, sha, reasons),
             faults=drive.faults,
         )
-    except (Undecidable, WorkspaceError) as exc:
+    except delivery.BranchTaken as exc:
         raise Blocked(
-            f"delivery did not complete: {exc}; run `cairn resume {drive.job.id}`"
+            f"nothing was pushed: {exc}. Rename or delete that branch there, then {resume}"
         ) from exc
+    except (Undecidable, WorkspaceError) as exc:
+        raise Blocked(f"delivery did not complete: {exc}; {resume}") from exc
+    evidence = Evidence.of(
+        Measurement("pushed", int(pushed == sha), Expect.equals, 1),
+        Measurement("merged", int(merged is not None), Expect.equals, 1),
+    )
     if merged is None:
-        why = next((r for r in reasons if r), "the merge was left to a person")
-        drive.completion_note = f"the branch {drive.job.branch} was delivered; {why}"
-    return Result(
-        digest({"pushed": pushed, "merged": merged}),
-        Evidence.of(
-            Measurement("pushed", int(pushed == sha), Expect.equals, 1),
-            Measurement("merged", int(merged is not None)),
-        ),
+        raise Blocked(_left_to_a_person(drive, next((r for r in reasons if r), None)), evidence)
+    return Result(digest({"pushed": pushed, "merged": merged}), evidence)
+
+
+def _left_to_a_person(drive: Drive, why: str | None) -> str:
+    """What a job whose branch is pushed but not merged says, and how it goes on."""
+    # Rule 2: not a delivery. The job stays at `delivering` until the merge is done.
+    job = drive.job.id
+    return (
+        f"branch {drive.branch} pushed; merge left to a person: "
+        f"{why or 'cairn could not merge it'}. Once that is resolved (or you have merged the "
+        f"branch into {drive.room.base_branch} yourself), run `cairn resume {job}` and cairn "
+        f"merges it or records your merge; `cairn cancel {job}` leaves it unmerged"
     )
 
 
@@ -67,18 +79,12 @@ def reviewed_commit(drive: Drive) -> str:
 
 
 def _pushed(drive: Drive, sha: str) -> str | None:
-    remote = delivery.remote_branch_sha(drive.room.repo, drive.job.branch)
-    if remote not in (None, sha):
-        raise Undecidable(
-            f"the room's repository already has {drive.job.branch} at another commit and cairn "
-            "will not overwrite it; remove that branch there"
-        )
-    return sha if remote == sha else None
+    return sha if delivery.is_pushed(drive.room.repo, drive.branch, sha) else None
 
 
 def _push(drive: Drive, sha: str) -> str:
     with drive.mirror.lock():
-        delivery.push_branch(drive.mirror, sha, drive.job.branch)
+        delivery.push_branch(drive.mirror, sha, drive.branch)
     return sha
 
 
@@ -89,7 +95,7 @@ def _merged(drive: Drive, sha: str) -> str | None:
 
 def _merge(drive: Drive, sha: str, reasons: list[str | None]) -> str | None:
     with drive.mirror.lock():
-        result = delivery.merge_into_base(drive.mirror, sha, f"Merge {drive.job.branch}")
+        result = delivery.merge_into_base(drive.mirror, sha, f"Merge {drive.branch}")
     reasons.append(result.reason)
     return result.commit if result.merged else None
 
@@ -98,5 +104,5 @@ DELIVER: StageDef[Drive] = StageDef(
     name=Stage.delivering.value,
     run=_deliver,
     inputs=lambda drive: {"repo": drive.room.repo, "branch": drive.room.base_branch},
-    required=("pushed",),
+    required=("pushed", "merged"),
 )

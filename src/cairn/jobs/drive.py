@@ -56,7 +56,6 @@ class Drive:
         self.on_progress = on_progress or (lambda job: None)
         self.stop_requested = stop_requested
         self.faults = faults
-        self.completion_note: str | None = None
         with store.begin() as conn:
             self.request: Request = job_ledger.get_request(conn, job.request_id)
             self.room: Room = get_room(conn, job.room_id)
@@ -72,9 +71,14 @@ class Drive:
         return Mirror(path, self.room.repo, self.room.base_branch)
 
     @cached_property
+    def branch(self) -> str:
+        """The job's own branch, in the mirror and in the room's repository."""
+        return self.job.branch_in(self.store.installation_id)
+
+    @cached_property
     def worktree(self) -> Worktree:
         path = self.config.workspace_path(self.store.installation_id, self.job.id)
-        return Worktree(self.mirror, path, self.job.branch)
+        return Worktree(self.mirror, path, self.branch)
 
     @contextmanager
     def fenced(self) -> Iterator[sa.Connection]:
@@ -151,8 +155,8 @@ class Drive:
         if report.paused_at is not None:
             self.move(Stage(report.paused_at), Status.waiting)
         else:
-            note = self.completion_note and self.sanitizer.clean(self.completion_note)
-            self.move(Stage.completed, Status.completed, diagnosis=note)
+            # Reached only once the change is merged: a delivery left to a person blocks.
+            self.move(Stage.completed, Status.completed, diagnosis=None)
 
     def _entering(self, stage: StageDef[Drive]) -> None:
         entered = Stage(stage.name)

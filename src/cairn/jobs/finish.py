@@ -121,7 +121,7 @@ def _summarize(drive: Drive) -> Result:
         raise StageFailed("the workspace changed after verification; nothing was delivered")
     with drive.mirror.lock():
         commit = drive.worktree.commit(
-            baseline, f"{drive.job.branch}: {_first_line(drive.request.text)}"
+            baseline, f"{drive.branch}: {_first_line(drive.request.text)}"
         )
     told = ((agent.evidence or {}).get("agent_summary") or {}).get("value") if agent else None
     # The commit holds exactly `tree` (checked above against what was verified).

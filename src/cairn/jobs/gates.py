@@ -119,7 +119,8 @@ def cancel(conn: sa.Connection, job_id: int, actor: str) -> Job:
         raise InvalidState(
             f"job {job_id} already ended ({job.status}); `cairn retry {job_id}` starts it anew"
         )
-    if job.stage is Stage.delivering:
+    # A delivery blocked (a merge left to a person) waits for people, who may decide to stop it.
+    if job.stage is Stage.delivering and job.status is not Status.blocked:
         raise InvalidState(
             f"job {job_id} is delivering an approved result; delivery finishes on its own"
         )

@@ -53,7 +53,7 @@ def _baseline_now(drive: Drive, prior: RunRecord) -> str | None:
 
 
 def _workspace_identity(drive: Drive) -> str:
-    return digest({"branch": drive.job.branch, "baseline": drive.job.baseline})
+    return digest({"branch": drive.branch, "baseline": drive.job.baseline})
 
 
 def _workspace(drive: Drive) -> Result:
@@ -81,7 +81,7 @@ def _onto_baseline(drive: Drive, baseline: str) -> tuple[Measurement, ...]:
         return ()  # already on the baseline (the job's own commits, if any, sit on top of it)
     work = worktree.git(
         *IDENTITY, "commit-tree", worktree.content_id(), "-p", head, "-F", "-",
-        input=f"{drive.job.branch}: its work before a fresh baseline",
+        input=f"{drive.branch}: its work before a fresh baseline",
     )  # fmt: skip
     merged = try_git(
         "merge-tree", "--write-tree", "--name-only", "--no-messages", "-z", baseline, work,
@@ -134,7 +134,7 @@ BASELINE: StageDef[Drive] = StageDef(
 WORKSPACE: StageDef[Drive] = StageDef(
     name=Stage.preparing_workspace.value,
     run=_workspace,
-    inputs=lambda drive: {"branch": drive.job.branch},
+    inputs=lambda drive: {"branch": drive.branch},
     required=("worktree_valid",),
     content_now=_workspace_now,
 )

@@ -16,6 +16,7 @@ from cairn.store import jobs as job_ledger
 from cairn.store.identity import get_group, get_user, membership
 from cairn.store.records import Job, Room, User
 from cairn.store.rooms import get_room
+from cairn.store.store import installation_of
 
 REQUEST_LIMIT = 20_000
 DEFAULT_SCOPE: dict[str, Any] = {
@@ -77,7 +78,7 @@ def retry_job(conn: sa.Connection, job_id: int, actor: str) -> Job:
     user = _member(conn, room, actor)
     scope = request.scope | {BINDING_KEY: room_binding(room), "retry_of": old.id}
     if any(e.kind == "push" and e.status == effects.DONE for e in effects.for_job(conn, old.id)):
-        scope["reference_branch"] = old.branch
+        scope["reference_branch"] = old.branch_in(installation_of(conn))
     job = job_ledger.submit(
         conn,
         room_id=room.id,

@@ -15,6 +15,7 @@ from cairn.store import jobs as job_ledger
 from cairn.store.identity import get_user
 from cairn.store.records import Job, Request
 from cairn.store.rooms import get_room
+from cairn.store.store import installation_of
 
 _OUTCOME = {
     Status.completed: "Delivered.",
@@ -67,7 +68,7 @@ def job_detail(conn: sa.Connection, job_id: int) -> dict[str, Any]:
     reviewable = job.stage in (Stage.awaiting_review, Stage.delivering) or job.status.is_terminal
     return job_summary(conn, job) | {
         "kind": request.kind,
-        "branch": job.branch,
+        "branch": job.branch_in(installation_of(conn)),
         "baseline": job.baseline,
         "result_fingerprint": job.result_fingerprint,
         "outcome_id": outcome_id(job),

@@ -91,9 +91,11 @@ class Job(Record):
         object.__setattr__(self, "stage", Stage(self.stage))
         object.__setattr__(self, "status", Status(self.status))
 
-    @property
-    def branch(self) -> str:
-        return f"cairn/job-{self.id}"
+    def branch_in(self, installation_id: str) -> str:
+        """The job's git branch, named for its installation: job ids restart in every store."""
+        # A repository may hold job N's branch of another installation (an earlier home, a
+        # switch of store); the installation's id keeps this job from adopting or hitting it.
+        return f"cairn/{installation_id[:8]}/job-{self.id}"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -58,7 +58,7 @@ class Store:
     def installation_id(self) -> str:
         """This store's identity, written once by its first migration."""
         with self.begin() as connection:
-            return str(connection.execute(sa.select(installation.c.id)).scalar_one())
+            return installation_of(connection)
 
     @property
     def dialect(self) -> str:
@@ -98,3 +98,8 @@ class Store:
 
     def close(self) -> None:
         self.engine.dispose()
+
+
+def installation_of(conn: sa.Connection) -> str:
+    """The identity of the store that `conn` belongs to, written once by its first migration."""
+    return str(conn.execute(sa.select(installation.c.id)).scalar_one())

@@ -1,6 +1,6 @@
 """Effects on the room's repository: push the job's branch, merge it into the base branch.
 
-Each effect can be inspected from outside (`remote_branch_sha`, `is_merged`), so a caller
+Each effect can be inspected from outside (`is_pushed`, `is_merged`), so a caller
 that crashed between "intended" and "done" reconciles by looking instead of repeating.
 
 Refs in a *local* repository are never moved by pushing into it: a push runs that
@@ -28,7 +28,9 @@ from cairn.workspace.git import (
 )
 from cairn.workspace.mirror import Mirror, checked_out_base, checkout_changes
 
-_LEFT_TO_A_PERSON = "the branch was delivered and the merge is left to a person"
+
+class BranchTaken(WorkspaceError):
+    """The room's repository has a branch of the job's name at a commit that is not the job's."""
 
 
 @dataclass(frozen=True)
@@ -57,18 +59,29 @@ def remote_branch_sha(repo: str, branch: str) -> str | None:
     return None
 
 
-def push_branch(mirror: Mirror, sha: str, branch: str) -> None:
-    """Publish `sha` as `branch` in the room's repository; never overwrites a different sha."""
-    check_branch_name(branch)
-    existing = remote_branch_sha(mirror.repo, branch)
-    if existing == sha:
-        return
-    if existing is not None:
-        raise WorkspaceError(
-            f"the branch {branch!r} already exists in the room's repository at another commit; "
-            "cairn does not overwrite branches, so rename or delete it and deliver again"
+def is_pushed(repo: str, branch: str, sha: str) -> bool:
+    """Whether `branch` in `repo` is `sha`; BranchTaken when it exists at any other commit."""
+    existing = remote_branch_sha(repo, branch)
+    if existing not in (None, sha):
+        raise BranchTaken(
+            f"a branch named {branch} already exists in the room's repository at a commit that "
+            "is not this job's; cairn neither adopts nor overwrites it"
         )
-    _publish(mirror, sha, f"refs/heads/{branch}", f"git could not push branch {branch!r}")
+    return existing == sha
+
+
+def push_branch(mirror: Mirror, sha: str, branch: str) -> None:
+    """Create `branch` at `sha` in the room's repository; an existing branch is never moved."""
+    check_branch_name(branch)
+    if is_pushed(mirror.repo, branch, sha):
+        return
+    try:
+        _create_branch(mirror, sha, f"refs/heads/{branch}", f"git could not push branch {branch}")
+    except GitError:
+        # Refused because the branch appeared meanwhile: say whose it is, never move it.
+        if is_pushed(mirror.repo, branch, sha):
+            return
+        raise
 
 
 def is_merged(mirror: Mirror, sha: str) -> bool:
@@ -90,12 +103,12 @@ def merge_into_base(mirror: Mirror, sha: str, message: str) -> MergeResult:
             else:
                 target = _merge_commit(mirror, tip, sha, message)
             if target is None:
-                reason = f"the job's branch conflicts with newer changes on {base}; "
-                return MergeResult(False, None, reason + _LEFT_TO_A_PERSON)
+                reason = f"the job's branch conflicts with newer changes on {base}"
+                return MergeResult(False, None, reason)
             outcome = _advance_base(mirror, tip, target)
             if outcome is not None:
                 return outcome
-    return MergeResult(False, None, f"{base} kept moving while cairn merged; {_LEFT_TO_A_PERSON}")
+    return MergeResult(False, None, f"{base} kept moving while cairn merged")
 
 
 def _merge_commit(mirror: Mirror, tip: str, sha: str, message: str) -> str | None:
@@ -121,14 +134,17 @@ def _advance_base(mirror: Mirror, tip: str, target: str) -> MergeResult | None:
         return _fast_forward_checkout(mirror, checkout, tip, target)
     try:
         _publish(mirror, target, f"refs/heads/{base}", f"git could not update {base!r}")
-    except GitError:
+    except GitError as exc:
         now = remote_branch_sha(mirror.repo, base)
         if now == target:  # the update landed though its report failed (a server-side hook)
             return MergeResult(True, target, None)
         if now != tip:
             return None
-        reason = f"the room's repository refused to move {base}; {_LEFT_TO_A_PERSON}"
-        return MergeResult(False, None, reason)
+        if "checked out at" in exc.detail:  # git names the other worktree's path: not shown
+            return MergeResult(
+                False, None, f"{base} is checked out in another worktree of the room's repository"
+            )
+        return MergeResult(False, None, f"the room's repository refused to move {base}")
     return MergeResult(True, target, None)
 
 
@@ -141,8 +157,8 @@ def _fast_forward_checkout(
         return MergeResult(
             False,
             None,
-            f"{base} is checked out with local changes in the room's repository, "
-            "so cairn touched nothing there and left the merge to a person",
+            f"{base} is checked out with local changes in the room's repository, and cairn "
+            "touched nothing there",
         )
     if run_git("rev-parse", "HEAD", cwd=checkout) != tip:
         return None
@@ -163,9 +179,32 @@ def _fast_forward_checkout(
     return MergeResult(
         False,
         None,
-        f"{base}'s checkout could not be fast-forwarded without overwriting files there; "
-        "the merge is left to a person",
+        f"{base}'s checkout could not be fast-forwarded without overwriting files there",
     )
+
+
+def _create_branch(mirror: Mirror, sha: str, ref: str, failure: str) -> None:
+    """Create `ref` at `sha` in the room's repository; refused, untouched, when it exists."""
+    target = local_path(mirror.repo)
+    if target is None:
+        address = transport_address(mirror.repo)
+        # An empty lease: the push lands only where no such ref exists yet.
+        mirror.git(
+            "push", "--quiet", "--no-verify", f"--force-with-lease={ref}:",
+            "--", address, f"{sha}:{ref}", failure=f"{failure} to the room's repository",
+        )  # fmt: skip
+        return
+    # A fetch would fast-forward a branch that exists; `update-ref` with an empty old value
+    # creates it or fails. A hidden ref carries the objects in first.
+    hidden = f"refs/cairn/push/{sha}"
+    _publish(mirror, sha, hidden, failure)
+    try:
+        run_git(
+            "update-ref", "-m", "cairn: push", ref, sha, "",
+            cwd=target, failure=f"{failure} in the room's repository",
+        )  # fmt: skip
+    finally:
+        try_git("update-ref", "-d", hidden, cwd=target)
 
 
 def _publish(mirror: Mirror, sha: str, ref: str, failure: str) -> None:

@@ -95,6 +95,11 @@ class Mirror:
             ) from None
         # Job commits and merge commits are fetched from here by sha before any ref names them.
         run_git("config", "uploadpack.allowAnySHA1InWant", "true", cwd=staging)
+        # The repository's branches stay out: the mirror's `refs/heads` holds only the branches
+        # cairn made for its jobs, so a job's branch found there is that job's own work. (The
+        # base branch is fetched under `refs/remotes/origin/`.)
+        copied = run_git("for-each-ref", "--format=delete %(refname)", "refs/heads/", cwd=staging)
+        run_git("update-ref", "--stdin", cwd=staging, input=f"{copied}\n" if copied else "")
         staging.rename(self.path)
 
     def _exclude_materialized(self) -> None:

@@ -1,4 +1,4 @@
-"""A job's own worktree on branch `cairn/job-<id>`, added from the room's mirror."""
+"""A job's own worktree on its own branch (see `Job.branch_in`), added from the room's mirror."""
 
 from __future__ import annotations
 
@@ -84,7 +84,13 @@ class Worktree:
         self.mirror.git("worktree", "prune")
         known = try_git("rev-parse", "--verify", "-q", self.branch_ref, cwd=self.mirror.path)
         if known.returncode == 0:
-            # The branch outlived its folder: check the job's own commits out again.
+            # The branch outlived its folder: check the job's own commits out again, but only
+            # commits that build on the job's baseline; the workspace never starts elsewhere.
+            if not self._builds_on(baseline, known.stdout):
+                raise WorkspaceError(
+                    "cairn's copy of the repository holds a branch of this job's name that does "
+                    "not build on the job's baseline; cairn will not start the workspace from it"
+                )
             where = [str(staging), self.branch]
         else:
             where = ["-b", self.branch, str(staging), baseline]
@@ -94,6 +100,10 @@ class Worktree:
         if self.path.is_dir():
             self.path.rmdir()  # empty (checked by ensure); `worktree move` would nest inside it
         self.mirror.git("worktree", "move", str(staging), str(self.path), failure=failure)
+
+    def _builds_on(self, baseline: str, tip: str) -> bool:
+        found = try_git("merge-base", "--is-ancestor", baseline, tip, cwd=self.mirror.path)
+        return found.returncode == 0
 
     def head(self) -> str:
         """The commit the job's branch points at."""
