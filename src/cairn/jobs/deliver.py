@@ -67,7 +67,9 @@ def reviewed_commit(drive: Drive) -> str:
 
 
 def _pushed(drive: Drive, sha: str) -> str | None:
-    remote = delivery.remote_branch_sha(drive.room.repo, drive.job.branch)
+    remote = delivery.remote_branch_sha(
+        drive.room.repo, drive.job.branch, timeout=drive.mirror.git_timeout
+    )
     if remote not in (None, sha):
         raise Undecidable(
             f"the room's repository already has {drive.job.branch} at another commit and cairn "

@@ -42,13 +42,13 @@ class MergeResult:
     """Why the merge was left to a person, when not merged."""
 
 
-def remote_branch_sha(repo: str, branch: str) -> str | None:
+def remote_branch_sha(repo: str, branch: str, *, timeout: float | None = None) -> str | None:
     """The sha `branch` points at in the repository `repo`, or None when it does not exist."""
     ref = f"refs/heads/{branch}"
     out = run_git(
         *transport_settings(repo), "ls-remote", "--", transport_address(repo), ref,
         cwd="/",  # a neutral folder: the caller's current folder may be any repository
-        failure="git could not read the branches of the room's repository",
+        failure="git could not read the branches of the room's repository", timeout=timeout,
     )  # fmt: skip
     for line in out.splitlines():
         sha, _, name = line.partition("\t")
@@ -60,7 +60,7 @@ def remote_branch_sha(repo: str, branch: str) -> str | None:
 def push_branch(mirror: Mirror, sha: str, branch: str) -> None:
     """Publish `sha` as `branch` in the room's repository; never overwrites a different sha."""
     check_branch_name(branch)
-    existing = remote_branch_sha(mirror.repo, branch)
+    existing = remote_branch_sha(mirror.repo, branch, timeout=mirror.git_timeout)
     if existing == sha:
         return
     if existing is not None:
@@ -122,7 +122,7 @@ def _advance_base(mirror: Mirror, tip: str, target: str) -> MergeResult | None:
     try:
         _publish(mirror, target, f"refs/heads/{base}", f"git could not update {base!r}")
     except GitError:
-        now = remote_branch_sha(mirror.repo, base)
+        now = remote_branch_sha(mirror.repo, base, timeout=mirror.git_timeout)
         if now == target:  # the update landed though its report failed (a server-side hook)
             return MergeResult(True, target, None)
         if now != tip:
@@ -174,7 +174,10 @@ def _publish(mirror: Mirror, sha: str, ref: str, failure: str) -> None:
     target = local_path(mirror.repo)
     if target is None:
         address = transport_address(mirror.repo)
-        mirror.git("push", "--quiet", "--no-verify", "--", address, f"{sha}:{ref}", failure=failure)
+        mirror.git(
+            "push", "--quiet", "--no-verify", "--", address, f"{sha}:{ref}",
+            failure=failure, timeout=mirror.git_timeout,
+        )  # fmt: skip
         return
     # Runs inside the person's repository, whose config is not cairn's: the file protocol only,
     # so its `url.*.insteadOf` cannot turn this into an ssh call running its `core.sshCommand`.
@@ -182,7 +185,7 @@ def _publish(mirror: Mirror, sha: str, ref: str, failure: str) -> None:
         *LOCAL_TRANSPORT,
         "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules",
         "--", str(mirror.path.absolute()), f"{sha}:{ref}",
-        cwd=target, failure=failure,
+        cwd=target, failure=failure, timeout=mirror.git_timeout,
     )  # fmt: skip
 
 
