@@ -11,6 +11,7 @@ from cairn.cli import (
     authority_commands,
     cache_commands,
     gate_commands,
+    gc_commands,
     job_commands,
     setup_commands,
 )
@@ -65,6 +66,7 @@ audit_app.command("verify")(job_commands.audit_verify)
 audit_app.command("log")(authority_commands.audit_log)
 app.add_typer(audit_app, name="audit")
 app.command()(demo)
+app.command()(gc_commands.gc)
 
 
 def main() -> None:

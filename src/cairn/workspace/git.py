@@ -163,9 +163,10 @@ def try_git(
     cwd: Path | str | None = None,
     env: Mapping[str, str] | None = None,
     input: str | None = None,
+    timeout: float | None = None,
 ) -> GitResult:
     """Run one hardened git command whose exit code is an answer, not a failure."""
-    result = _run(args, cwd=cwd, env=env, input=input, failure=None, timeout=None)
+    result = _run(args, cwd=cwd, env=env, input=input, failure=None, timeout=timeout)
     return GitResult(result.returncode, result.stdout.removesuffix("\n"), result.stderr.strip())
 
 
