@@ -195,7 +195,7 @@ def _waiting(job_id: int | None) -> Callable[[], None]:
 def _stopped(store: Store, job_id: int | None) -> str:
     """The line a stopped runner leaves: for `run`, the one command that continues its job."""
     if job_id is None:
-        return "stopped; jobs in flight were handed back and resume from their last stage"
+        return "stopped; a job in flight was handed back and resumes from its last stage"
     with store.begin() as conn:
         job = job_ledger.get_job(conn, job_id)
     if job.status.is_terminal:

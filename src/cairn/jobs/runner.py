@@ -34,7 +34,7 @@ class Terminated(KeyboardInterrupt):
 
 @contextlib.contextmanager
 def sigterm_interrupts() -> Iterator[None]:
-    """Within the block, SIGTERM raises `Terminated` in the main thread (once; later ones wait)."""
+    """Within the block, the first SIGTERM raises `Terminated` in the main thread."""
 
     def stop(signum: int, frame: FrameType | None) -> None:
         # Ignored from now on: a second SIGTERM must not cut short the release of the lease.

@@ -98,7 +98,7 @@ _DROPPED_ENV = re.compile(
 _PROGRESS_COMMANDS = frozenset({"clone", "fetch", "push"})
 # Progress lines (`Receiving objects:  45% (9/20)`, `remote: Counting objects: 5, done.`) are
 # noise in an error's detail; each is redrawn after a carriage return.
-_PROGRESS_LINE = re.compile(r"(remote: )?[A-Z][a-z]+( [a-z]+)*: +(\d+%|\d+, done)|Total \d+")
+_PROGRESS_LINE = re.compile(r"(remote: )?([A-Z][a-z]+( [a-z]+)*: +(\d+%|\d+, done)|Total \d+)")
 
 # scp-like addresses (`host:path`, `user@host:path`) have a colon before any slash.
 _SCP_LIKE = re.compile(r"^[^/]*:")
