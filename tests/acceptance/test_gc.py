@@ -68,10 +68,11 @@ def test_gc_branches_deletes_only_merged_unmoved_cairn_branches(cli: Cli) -> Non
     start = cli.git("rev-parse", "main")
     cli.git("branch", "feature")
     merged, unmerged, moved = _deliver(cli, "merged.txt", "unmerged.txt", "moved.txt")
+    merged_branch, moved_branch = cli.show(merged)["branch"], cli.show(moved)["branch"]
     # The person takes two merges back out of main, and builds on one job's branch.
     cli.git("reset", "--quiet", "--hard", start)
-    cli.git(*OWNER, "merge", "--quiet", "--no-edit", f"cairn/job-{merged}")
-    cli.git("switch", "--quiet", f"cairn/job-{moved}")
+    cli.git(*OWNER, "merge", "--quiet", "--no-edit", merged_branch)
+    cli.git("switch", "--quiet", moved_branch)
     (cli.repo / "more.txt").write_text("the person's own work\n")
     cli.git("add", "more.txt")
     cli.git(*OWNER, "commit", "--quiet", "-m", "Build on the job")
@@ -81,7 +82,7 @@ def test_gc_branches_deletes_only_merged_unmoved_cairn_branches(cli: Cli) -> Non
     report = cli.json("gc", "--branches")
 
     assert report["branches_deleted"] == [
-        {"job": merged, "room": "sample", "branch": f"cairn/job-{merged}"}
+        {"job": merged, "room": "sample", "branch": merged_branch}
     ]
     kept = {entry["job"]: entry["reason"] for entry in report["branches_kept"]}
     assert kept == {
@@ -89,7 +90,7 @@ def test_gc_branches_deletes_only_merged_unmoved_cairn_branches(cli: Cli) -> Non
         moved: "it moved since cairn pushed it",
     }
     after = _branches(cli)
-    assert after == {k: v for k, v in before.items() if k != f"cairn/job-{merged}"}
+    assert after == {k: v for k, v in before.items() if k != merged_branch}
     assert after["feature"] == start, "the person's own branch is untouched"
     effects = [(e["kind"], e["status"]) for e in cli.show(merged)["effects"]]
     assert effects == [("push", "done"), ("merge", "done"), ("delete_branch", "done")]
@@ -99,7 +100,7 @@ def test_gc_branches_deletes_only_merged_unmoved_cairn_branches(cli: Cli) -> Non
 def test_gc_branches_keeps_a_branch_checked_out_by_the_person(cli: Cli) -> None:
     cli.room()
     (job,) = _deliver(cli, "done.txt")
-    branch = f"cairn/job-{job}"
+    branch = cli.show(job)["branch"]
     checkout = cli.tmp / "review-checkout"
     cli.git("worktree", "add", "--quiet", str(checkout), branch)
 
