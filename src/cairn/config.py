@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from cairn.errors import UsageError
 
 DEFAULT_LEASE_SECONDS = 15.0
+DEFAULT_GIT_TIMEOUT = 60.0
 MAX_LEASE_SECONDS = 86_400.0
 PYPI_INDEX = "https://pypi.org/simple"
 NPM_REGISTRY = "https://registry.npmjs.org/"
@@ -37,6 +38,8 @@ class Config(BaseModel):
     home: Path
     database_url: str | None = None
     lease_seconds: float = Field(default=DEFAULT_LEASE_SECONDS, gt=0)
+    git_timeout: float = Field(default=DEFAULT_GIT_TIMEOUT, gt=0)
+    """Seconds a git call that reaches a room's repository may go without an answer."""
     user: str = "admin"
     pypi_index: str = PYPI_INDEX
     """The one approved Python package index (without credentials)."""
@@ -102,6 +105,7 @@ class Config(BaseModel):
                 home=_home(env, home),
                 database_url=url,
                 lease_seconds=_lease_seconds(env),
+                git_timeout=_git_timeout(env),
                 user=user,
                 pypi_index=_source(env, "CAIRN_PYPI_INDEX", PYPI_INDEX),
                 npm_registry=_source(env, "CAIRN_NPM_REGISTRY", NPM_REGISTRY),
@@ -129,6 +133,19 @@ def _lease_seconds(env: Mapping[str, str]) -> float:
     if lease > MAX_LEASE_SECONDS:
         raise UsageError(f"CAIRN_LEASE_SECONDS must be at most {MAX_LEASE_SECONDS:g} (one day)")
     return lease
+
+
+def _git_timeout(env: Mapping[str, str]) -> float:
+    raw = env.get("CAIRN_GIT_TIMEOUT") or str(DEFAULT_GIT_TIMEOUT)
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise UsageError(
+            "CAIRN_GIT_TIMEOUT must be a number of seconds greater than zero, for example 60"
+        )
+    return seconds
 
 
 def _source(env: Mapping[str, str], name: str, default: str | None) -> Any:

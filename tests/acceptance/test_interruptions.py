@@ -186,3 +186,87 @@ steps:
     assert cli.git("show", "main:a.txt") == "a"
     assert len(cli.git("reflog", "show", "main").splitlines()) == len(reflog_before) + 1
     assert cli.git("rev-list", "--count", "main") == "2"
+
+
+SLOW_JOB = """
+steps:
+  - write: {path: a.txt, content: "a\\n"}
+  - run: >-
+      mkdir -p .pytest_cache && if [ -e .pytest_cache/runs.log ];
+      then echo again >> .pytest_cache/runs.log;
+      else echo started >> .pytest_cache/runs.log && sleep 30; fi
+  - finish: {summary: "Added a.txt."}
+"""
+
+
+def _inside_its_command(cli: Cli, job: int) -> Callable[[], bool]:
+    return lambda: (cli.workspace(job) / ".pytest_cache" / "runs.log").exists()
+
+
+@pytest.mark.parametrize(
+    ("stop", "code"),
+    [
+        pytest.param(signal.SIGTERM, 143, id="sigterm"),
+        pytest.param(signal.SIGINT, 130, id="sigint"),
+    ],
+)
+def test_a_stopped_runner_hands_its_job_back_at_once(
+    cli: Cli, background: Callable[..., Popen[bytes]], stop: signal.Signals, code: int
+) -> None:
+    # A lease far longer than the test: only a released lease lets the next runner in.
+    cli.env["CAIRN_LEASE_SECONDS"] = "3600"
+    cli.room()
+    job = cli.submit(SLOW_JOB)
+    runner = background("work")
+    wait_for(
+        _inside_its_command(cli, job), timeout=20, what="the agent to be inside its `run` step"
+    )
+    os.kill(runner.pid, stop)  # the runner alone, as a service manager or a terminal would
+    assert runner.wait(timeout=20) == code
+
+    handed_back = cli.show(job)
+    assert handed_back["status"] == "queued", handed_back
+    log = (cli.tmp / "background-0.log").read_text()
+    assert "stopped; a job in flight was handed back and resumes from its last stage" in log
+
+    cli.work()  # claims the job now, not an hour from now
+    assert cli.show(job)["stage"] == "awaiting_review"
+    runs = (cli.workspace(job) / ".pytest_cache" / "runs.log").read_text()
+    assert runs == "started\nagain\n", "the stopped command ran again, once"
+
+
+def test_ctrl_c_in_run_prints_the_command_that_continues_the_job(
+    cli: Cli, background: Callable[..., Popen[bytes]]
+) -> None:
+    cli.env["CAIRN_LEASE_SECONDS"] = "3600"
+    cli.room()
+    script = cli.script(SLOW_JOB)
+    running = background("run", "sample", "Add a.txt", "--agent", f"script:{script}")
+    wait_for(_inside_its_command(cli, 1), timeout=20, what="the agent to be inside its `run` step")
+    os.kill(running.pid, signal.SIGINT)
+    assert running.wait(timeout=20) == 130
+
+    log = (cli.tmp / "background-0.log").read_text()
+    assert log.splitlines()[-1] == (
+        "stopped; job 1 is at running_agent: `cairn work --until-idle` continues it from there"
+    )
+    cli("work", "--until-idle")
+    assert cli.show(1)["stage"] == "awaiting_review"
+
+
+def test_an_idle_runner_says_once_that_it_waits(
+    cli: Cli, background: Callable[..., Popen[bytes]]
+) -> None:
+    cli.room()
+    log = cli.tmp / "background-0.log"
+    waiting = "waiting for a job to run (Ctrl-C stops)"
+    runner = background("work")
+    wait_for(lambda: waiting in log.read_text(), timeout=20, what="the runner to say it waits")
+    job = cli.submit(WRITE_B)  # the runner polls meanwhile, silently
+    wait_for(
+        lambda: log.read_text().count(waiting) == 2, timeout=30, what="the runner to wait again"
+    )
+    assert cli.show(job)["stage"] == "awaiting_review"
+    os.kill(runner.pid, signal.SIGTERM)
+    assert runner.wait(timeout=20) == 143
+    assert log.read_text().count(waiting) == 2, "once before the job, once after it"

@@ -11,6 +11,7 @@ from cairn.cli import (
     authority_commands,
     cache_commands,
     gate_commands,
+    gc_commands,
     job_commands,
     setup_commands,
 )
@@ -66,6 +67,7 @@ audit_app.command("head")(job_commands.audit_head)
 audit_app.command("log")(authority_commands.audit_log)
 app.add_typer(audit_app, name="audit")
 app.command()(demo)
+app.command()(gc_commands.gc)
 
 
 def main() -> None:

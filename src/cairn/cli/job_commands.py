@@ -4,20 +4,21 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 
 import typer
 
 from cairn.agents.registry import load_agent_spec
-from cairn.cli.context import AS_OPTION, JSON_OPTION, console, print_json, session
+from cairn.cli.context import AS_OPTION, JSON_OPTION, console, errors, print_json, session
 from cairn.cli.progress import StagePrinter, next_step
 from cairn.engine import Faults
 from cairn.errors import InvalidState, UsageError
-from cairn.jobs.runner import Runner
+from cairn.jobs.runner import Runner, Terminated, sigterm_interrupts
 from cairn.jobs.submit import submit_job
 from cairn.jobs.view import job_detail, job_summary
 from cairn.sanitize import user_sanitizer
 from cairn.stages import Status
-from cairn.store import decisions
+from cairn.store import Store, decisions
 from cairn.store import jobs as job_ledger
 from cairn.store.records import Job
 from cairn.store.rooms import get_room
@@ -53,7 +54,10 @@ def run(
     as_user: str | None = AS_OPTION,
     kind: str = KIND_OPTION,
 ) -> None:
-    """Submit a request and work on it in the foreground until it needs a person or ends."""
+    """Submit a request and work on it in the foreground until it needs a person or ends.
+
+    Ctrl-C (or SIGTERM) hands the job back and prints the command that continues it.
+    """
     job = _submit(ctx, room, request, agent, as_user, kind)
     console.print(f"job {job.id} submitted")
     if job.status is Status.waiting:
@@ -72,7 +76,10 @@ def work(
         False, "--until-idle", help="Stop once nothing is queued or held by another runner."
     ),
 ) -> None:
-    """Run a runner: claim runnable jobs and drive each to its next gate or its end."""
+    """Run a runner: claim runnable jobs and drive each to its next gate or its end.
+
+    Ctrl-C or SIGTERM hands the job in flight back at once (exit 130 or 143).
+    """
     _work(ctx, until_idle=until_idle, job_id=None)
 
 
@@ -194,9 +201,19 @@ def _work(ctx: typer.Context, *, until_idle: bool, job_id: int | None) -> list[J
     with s.store() as store:
         # CAIRN_FAULTS is a testing aid (crash points); only this entry point reads it.
         faults = Faults.parse(os.environ.get("CAIRN_FAULTS"))
-        runner = Runner(store, s.config, on_progress=StagePrinter(), faults=faults)
-        with console.status("working (Ctrl-C stops; the job resumes from its last stage)"):
-            driven = runner.work(until_idle=until_idle, job_id=job_id)
+        runner = Runner(
+            store, s.config, on_progress=StagePrinter(), on_idle=_waiting(job_id), faults=faults
+        )
+        try:
+            with (
+                sigterm_interrupts(),
+                console.status("working (Ctrl-C stops; the job resumes from its last stage)"),
+            ):
+                driven = runner.work(until_idle=until_idle, job_id=job_id)
+        except KeyboardInterrupt as stop:
+            # The runner has already handed its job back; say what continues it.
+            errors.print(_stopped(store, job_id))
+            raise typer.Exit(143 if isinstance(stop, Terminated) else 130) from None
     for job in driven:
         if job.diagnosis:
             console.print(f"job {job.id}: {job.diagnosis}")
@@ -204,3 +221,24 @@ def _work(ctx: typer.Context, *, until_idle: bool, job_id: int | None) -> list[J
         if step:
             console.print(f"job {job.id}: {step}")
     return driven
+
+
+def _waiting(job_id: int | None) -> Callable[[], None]:
+    """What an idle runner says, once each time it starts waiting."""
+    if job_id is None:
+        text = "waiting for a job to run (Ctrl-C stops)"
+    else:
+        text = f"job {job_id} is held by another runner; waiting until it is free (Ctrl-C stops)"
+    return lambda: console.print(text)
+
+
+def _stopped(store: Store, job_id: int | None) -> str:
+    """The line a stopped runner leaves: for `run`, the one command that continues its job."""
+    if job_id is None:
+        return "stopped; a job in flight was handed back and resumes from its last stage"
+    with store.begin() as conn:
+        job = job_ledger.get_job(conn, job_id)
+    if job.status.is_terminal:
+        return f"stopped; job {job.id} is {job.status}, nothing to continue"
+    step = next_step(job) or "`cairn work --until-idle` continues it from there"
+    return f"stopped; job {job.id} is at {job.stage}: {step}"

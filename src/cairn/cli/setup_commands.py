@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import typer
 
 from cairn.cli.authority_commands import AUTO_KINDS, RUN_APPROVAL, policy_settings
-from cairn.cli.context import AS_OPTION, JSON_OPTION, console, print_json, session
+from cairn.cli.context import AS_OPTION, JSON_OPTION, console, errors, print_json, session
 from cairn.errors import UsageError
 from cairn.jobs.policy import GroupPolicy, require_group_admin
 from cairn.store import identity
@@ -58,7 +59,7 @@ def room_create(
 ) -> None:
     """Bind a new room to a repository and base branch (an admin of the group decides)."""
     s = session(ctx)
-    location, branch = _binding(repo, base)
+    location, branch = _binding(repo, base, s.config.git_timeout)
     with s.store() as store, store.begin() as conn:
         owner = identity.get_group(conn, group)
         require_group_admin(conn, owner, s.actor(as_user), "create a room for it")
@@ -83,7 +84,7 @@ def room_rebind(
 ) -> None:
     """Bind a room to another repository or branch; jobs requested before then will block."""
     s = session(ctx)
-    location, branch = _binding(repo, base)
+    location, branch = _binding(repo, base, s.config.git_timeout)
     with s.store() as store, store.begin() as conn:
         room = get_room(conn, name)
         owner = identity.get_group(conn, room.group_id)
@@ -112,10 +113,14 @@ def room_list(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
         console.print(f"{room['name']}  (group {room['group']}, base {room['base']})")
 
 
-def _binding(repo: str, base: str | None) -> tuple[str, str]:
+def _binding(repo: str, base: str | None, git_timeout: float) -> tuple[str, str]:
     location = _repository(repo)
     branch = base or "main"
-    if remote_branch_sha(location, branch) is None:
+    # A spinner only where a person watches: piped output stays plain.
+    waiting = errors.status("reaching the repository") if errors.is_terminal else None
+    with waiting or contextlib.nullcontext():
+        tip = remote_branch_sha(location, branch, timeout=git_timeout)
+    if tip is None:
         raise UsageError(f"the repository has no branch {branch!r}; pass the right one with --base")
     return location, branch
 

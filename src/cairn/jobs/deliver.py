@@ -79,7 +79,8 @@ def reviewed_commit(drive: Drive) -> str:
 
 
 def _pushed(drive: Drive, sha: str) -> str | None:
-    return sha if delivery.is_pushed(drive.room.repo, drive.branch, sha) else None
+    pushed = delivery.is_pushed(drive.room.repo, drive.branch, sha, timeout=drive.mirror.git_timeout)
+    return sha if pushed else None
 
 
 def _push(drive: Drive, sha: str) -> str:

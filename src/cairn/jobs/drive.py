@@ -68,7 +68,9 @@ class Drive:
     @cached_property
     def mirror(self) -> Mirror:
         path = self.config.mirror_path(self.store.installation_id, self.room.id)
-        return Mirror(path, self.room.repo, self.room.base_branch)
+        return Mirror(
+            path, self.room.repo, self.room.base_branch, git_timeout=self.config.git_timeout
+        )
 
     @cached_property
     def branch(self) -> str:

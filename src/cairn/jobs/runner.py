@@ -5,10 +5,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
 import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator
+from types import FrameType
 
 import sqlalchemy as sa
 
@@ -23,6 +26,26 @@ from cairn.store.schema import jobs
 
 IDLE_POLL_SECONDS = 0.5
 _log = logging.getLogger("cairn.runner")
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C would be: a stopped runner hands its job back the same way."""
+
+
+@contextlib.contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """Within the block, the first SIGTERM raises `Terminated` in the main thread."""
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        # Ignored from now on: a second SIGTERM must not cut short the release of the lease.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def new_runner_id() -> str:
@@ -40,6 +63,7 @@ class Runner:
         *,
         runner_id: str | None = None,
         on_progress: ProgressCallback | None = None,
+        on_idle: Callable[[], None] | None = None,
         faults: Faults = NO_FAULTS,
     ) -> None:
         self.store = store
@@ -47,18 +71,25 @@ class Runner:
         self.config = config
         self.runner_id = runner_id or new_runner_id()
         self.on_progress = on_progress
+        self.on_idle = on_idle or (lambda: None)
+        """Called once each time the runner starts waiting for work, not on every poll."""
 
     def work(self, *, until_idle: bool = False, job_id: int | None = None) -> list[Job]:
         """Drive jobs until stopped; with `until_idle`, until nothing is queued or in flight."""
         driven: list[Job] = []
+        waiting = False
         while True:
             with self.store.begin() as conn:
                 job = leases.claim(conn, self.runner_id, self.config.lease_seconds, job_id=job_id)
             if job is not None:
+                waiting = False
                 driven.append(self.drive(job))
                 continue
             if until_idle and not self._in_flight(job_id):
                 return driven
+            if not waiting:
+                waiting = True
+                self.on_idle()
             time.sleep(IDLE_POLL_SECONDS)
 
     def drive(self, job: Job) -> Job:
@@ -77,7 +108,7 @@ class Runner:
                 faults=self.faults,
             )
             return drive.run(RUN_GATE, CODE_JOB)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt:  # Ctrl-C, or SIGTERM within `sigterm_interrupts`
             # Stopped by its operator: hand the job back now rather than when the lease expires.
             with contextlib.suppress(Exception), self.store.begin() as conn:
                 leases.release(conn, job.id, job.fencing_token)

@@ -44,13 +44,13 @@ class MergeResult:
     """Why the merge was left to a person, when not merged."""
 
 
-def remote_branch_sha(repo: str, branch: str) -> str | None:
+def remote_branch_sha(repo: str, branch: str, *, timeout: float | None = None) -> str | None:
     """The sha `branch` points at in the repository `repo`, or None when it does not exist."""
     ref = f"refs/heads/{branch}"
     out = run_git(
         *transport_settings(repo), "ls-remote", "--", transport_address(repo), ref,
         cwd="/",  # a neutral folder: the caller's current folder may be any repository
-        failure="git could not read the branches of the room's repository",
+        failure="git could not read the branches of the room's repository", timeout=timeout,
     )  # fmt: skip
     for line in out.splitlines():
         sha, _, name = line.partition("\t")
@@ -59,9 +59,9 @@ def remote_branch_sha(repo: str, branch: str) -> str | None:
     return None
 
 
-def is_pushed(repo: str, branch: str, sha: str) -> bool:
+def is_pushed(repo: str, branch: str, sha: str, *, timeout: float | None = None) -> bool:
     """Whether `branch` in `repo` is `sha`; BranchTaken when it exists at any other commit."""
-    existing = remote_branch_sha(repo, branch)
+    existing = remote_branch_sha(repo, branch, timeout=timeout)
     if existing not in (None, sha):
         raise BranchTaken(
             f"a branch named {branch} already exists in the room's repository at a commit that "
@@ -73,13 +73,13 @@ def is_pushed(repo: str, branch: str, sha: str) -> bool:
 def push_branch(mirror: Mirror, sha: str, branch: str) -> None:
     """Create `branch` at `sha` in the room's repository; an existing branch is never moved."""
     check_branch_name(branch)
-    if is_pushed(mirror.repo, branch, sha):
+    if is_pushed(mirror.repo, branch, sha, timeout=mirror.git_timeout):
         return
     try:
         _create_branch(mirror, sha, f"refs/heads/{branch}", f"git could not push branch {branch}")
     except GitError:
         # Refused because the branch appeared meanwhile: say whose it is, never move it.
-        if is_pushed(mirror.repo, branch, sha):
+        if is_pushed(mirror.repo, branch, sha, timeout=mirror.git_timeout):
             return
         raise
 
@@ -135,7 +135,7 @@ def _advance_base(mirror: Mirror, tip: str, target: str) -> MergeResult | None:
     try:
         _publish(mirror, target, f"refs/heads/{base}", f"git could not update {base!r}")
     except GitError as exc:
-        now = remote_branch_sha(mirror.repo, base)
+        now = remote_branch_sha(mirror.repo, base, timeout=mirror.git_timeout)
         if now == target:  # the update landed though its report failed (a server-side hook)
             return MergeResult(True, target, None)
         if now != tip:
@@ -192,6 +192,7 @@ def _create_branch(mirror: Mirror, sha: str, ref: str, failure: str) -> None:
         mirror.git(
             "push", "--quiet", "--no-verify", f"--force-with-lease={ref}:",
             "--", address, f"{sha}:{ref}", failure=f"{failure} to the room's repository",
+            timeout=mirror.git_timeout,
         )  # fmt: skip
         return
     # A fetch would fast-forward a branch that exists; `update-ref` with an empty old value
@@ -213,7 +214,10 @@ def _publish(mirror: Mirror, sha: str, ref: str, failure: str) -> None:
     target = local_path(mirror.repo)
     if target is None:
         address = transport_address(mirror.repo)
-        mirror.git("push", "--quiet", "--no-verify", "--", address, f"{sha}:{ref}", failure=failure)
+        mirror.git(
+            "push", "--quiet", "--no-verify", "--", address, f"{sha}:{ref}",
+            failure=failure, timeout=mirror.git_timeout,
+        )  # fmt: skip
         return
     # Runs inside the person's repository, whose config is not cairn's: the file protocol only,
     # so its `url.*.insteadOf` cannot turn this into an ssh call running its `core.sshCommand`.
@@ -221,7 +225,7 @@ def _publish(mirror: Mirror, sha: str, ref: str, failure: str) -> None:
         *LOCAL_TRANSPORT,
         "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules",
         "--", str(mirror.path.absolute()), f"{sha}:{ref}",
-        cwd=target, failure=failure,
+        cwd=target, failure=failure, timeout=mirror.git_timeout,
     )  # fmt: skip
 
 

@@ -14,8 +14,11 @@ by git only from the user's own (not a repository's) config, which cairn leaves 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import selectors
+import signal
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
@@ -67,6 +70,7 @@ _NO_CONTENT_COMMANDS = frozenset(
      "rev-parse", "show-ref", "symbolic-ref", "update-ref"}
 )  # fmt: skip
 _DIFF_COMMANDS = frozenset({"diff", "log", "show"})
+_NO_DIFF_PROGRAMS = ("--no-ext-diff", "--no-textconv")
 
 IDENTITY: tuple[str, ...] = ("-c", "user.name=cairn", "-c", "user.email=cairn@localhost")
 """Pass to any call that creates a commit, so every cairn commit has one author."""
@@ -89,6 +93,13 @@ _DROPPED_ENV = re.compile(
     r"|AUTHOR_NAME|AUTHOR_EMAIL|COMMITTER_NAME|COMMITTER_EMAIL|EXTERNAL_DIFF)"
 )
 
+# Commands that report progress on request: a watched call asks for it, so a long transfer
+# keeps talking and only a silent one (an address that never answers) runs out of time.
+_PROGRESS_COMMANDS = frozenset({"clone", "fetch", "push"})
+# Progress lines (`Receiving objects:  45% (9/20)`, `remote: Counting objects: 5, done.`) are
+# noise in an error's detail; each is redrawn after a carriage return.
+_PROGRESS_LINE = re.compile(r"(remote: )?([A-Z][a-z]+( [a-z]+)*: +(\d+%|\d+, done)|Total \d+)")
+
 # scp-like addresses (`host:path`, `user@host:path`) have a colon before any slash.
 _SCP_LIKE = re.compile(r"^[^/]*:")
 
@@ -110,6 +121,18 @@ class GitError(WorkspaceError):
         self.returncode = returncode
 
 
+class GitTimeout(GitError):
+    """A watched git call went silent for its whole timeout; its process group was killed."""
+
+    def __init__(self, seconds: float, *, detail: str = "") -> None:
+        super().__init__(
+            f"git got no answer from the room's repository for {seconds:g} s and was stopped; "
+            "check the URL and the network, or raise CAIRN_GIT_TIMEOUT",
+            detail=detail,
+        )
+        self.seconds = seconds
+
+
 def run_git(
     *args: str,
     cwd: Path | str | None = None,
@@ -119,7 +142,12 @@ def run_git(
     failure: str | None = None,
     timeout: float | None = None,
 ) -> str:
-    """Run one hardened git command and return its stdout without the trailing newline."""
+    """Run one hardened git command and return its stdout without the trailing newline.
+
+    With `timeout` (and no input), the call is watched: git runs in a process group of its
+    own, reports its progress, and the whole group is killed once it has said nothing for
+    `timeout` seconds.
+    """
     result = _run(args, cwd=cwd, env=env, input=input, failure=failure, timeout=timeout)
     if check and result.returncode != 0:
         raise GitError(
@@ -135,9 +163,10 @@ def try_git(
     cwd: Path | str | None = None,
     env: Mapping[str, str] | None = None,
     input: str | None = None,
+    timeout: float | None = None,
 ) -> GitResult:
     """Run one hardened git command whose exit code is an answer, not a failure."""
-    result = _run(args, cwd=cwd, env=env, input=input, failure=None, timeout=None)
+    result = _run(args, cwd=cwd, env=env, input=input, failure=None, timeout=timeout)
     return GitResult(result.returncode, result.stdout.removesuffix("\n"), result.stderr.strip())
 
 
@@ -189,8 +218,14 @@ def _run(
     where = "/" if cwd is None else cwd
     environ = git_environment(env)
     environ.update(_driver_overrides(args, where, environ))
-    command = ["git", *HARDENING, *_with_no_ext_diff(args)]
+    shaped = _after_subcommand(args, _DIFF_COMMANDS, _NO_DIFF_PROGRAMS)
+    watch = timeout if input is None else None
+    if watch is not None:
+        shaped = _after_subcommand(shaped, _PROGRESS_COMMANDS, ("--progress",))
+    command = ["git", *HARDENING, *shaped]
     try:
+        if watch is not None:
+            return _run_watched(command, where, environ, watch)
         return subprocess.run(
             command,
             cwd=where,
@@ -202,14 +237,72 @@ def _run(
             text=True,
             # Paths git prints may not be UTF-8; keep their bytes round-trippable.
             errors="surrogateescape",
-            timeout=timeout,
             check=False,
         )
     except FileNotFoundError as exc:
         missing = "git is not installed" if exc.filename == "git" else "a folder is missing"
         raise GitError(f"{failure or _default_failure(args)}: {missing}") from None
-    except subprocess.TimeoutExpired:
-        raise GitError(f"{failure or _default_failure(args)}: git did not finish in time") from None
+
+
+def _run_watched(
+    command: list[str],
+    cwd: Path | str,
+    environ: Mapping[str, str],
+    timeout: float,
+) -> subprocess.CompletedProcess[str]:
+    """Run git in a process group of its own; kill the group after `timeout` silent seconds."""
+    # Its own session also leaves git (and ssh under it) no terminal to prompt on.
+    with subprocess.Popen(
+        command,
+        cwd=cwd,
+        env=environ,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    ) as process:
+        try:
+            stdout, stderr, silent = _read_until_silent(process, timeout)
+        finally:
+            # Before the wait: an unreaped leader keeps its group id from being reused, and
+            # what git started (ssh, a remote helper) goes with it.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)
+    returncode = process.wait()
+    errors = _without_progress(stderr.decode("utf-8", errors="surrogateescape"))
+    if silent:
+        raise GitTimeout(timeout, detail=errors)
+    out = stdout.decode("utf-8", errors="surrogateescape")
+    return subprocess.CompletedProcess(command, returncode, out, errors)
+
+
+def _read_until_silent(
+    process: subprocess.Popen[bytes], timeout: float
+) -> tuple[bytes, bytes, bool]:
+    """Read stdout and stderr to their end: (stdout, stderr, whether git fell silent first)."""
+    assert process.stdout is not None and process.stderr is not None
+    streams = (process.stdout.fileno(), process.stderr.fileno())
+    read: dict[int, list[bytes]] = {fd: [] for fd in streams}
+    silent = False
+    with selectors.DefaultSelector() as selector:
+        for fd in streams:
+            selector.register(fd, selectors.EVENT_READ)
+        while selector.get_map() and not silent:
+            ready = selector.select(timeout=timeout)
+            silent = not ready
+            for key, _ in ready:
+                chunk = os.read(key.fd, 65536)
+                if chunk:
+                    read[key.fd].append(chunk)
+                else:
+                    selector.unregister(key.fd)
+    out, err = (b"".join(read[fd]) for fd in streams)
+    return out, err, silent
+
+
+def _without_progress(stderr: str) -> str:
+    lines = (line.rsplit("\r", 1)[-1] for line in stderr.split("\n"))
+    return "\n".join(line for line in lines if not _PROGRESS_LINE.match(line))
 
 
 def _subcommand(args: tuple[str, ...]) -> tuple[int, str | None]:
@@ -226,11 +319,14 @@ def _subcommand(args: tuple[str, ...]) -> tuple[int, str | None]:
     return index, None
 
 
-def _with_no_ext_diff(args: tuple[str, ...]) -> tuple[str, ...]:
+def _after_subcommand(
+    args: tuple[str, ...], commands: frozenset[str], extra: tuple[str, ...]
+) -> tuple[str, ...]:
+    """`args` with `extra` options right after the subcommand, when it is one of `commands`."""
     index, name = _subcommand(args)
-    if name not in _DIFF_COMMANDS:
+    if name not in commands:
         return args
-    return (*args[: index + 1], "--no-ext-diff", "--no-textconv", *args[index + 1 :])
+    return (*args[: index + 1], *extra, *args[index + 1 :])
 
 
 def _driver_overrides(

@@ -15,6 +15,7 @@ from cairn.errors import WorkspaceError
 from cairn.workspace.commands import MATERIALIZED_FOLDERS
 from cairn.workspace.git import (
     GitError,
+    GitTimeout,
     check_branch_name,
     local_path,
     run_git,
@@ -25,12 +26,19 @@ from cairn.workspace.git import (
 
 
 class Mirror:
-    """The bare mirror of one room's repository; job worktrees are added from it."""
+    """The bare mirror of one room's repository; job worktrees are added from it.
 
-    def __init__(self, path: Path, repo: str, base_branch: str) -> None:
+    `git_timeout` is how long (in seconds) a call that reaches the room's repository may go
+    without an answer before it is stopped; None waits as long as git does.
+    """
+
+    def __init__(
+        self, path: Path, repo: str, base_branch: str, *, git_timeout: float | None = None
+    ) -> None:
         self.path = Path(path).absolute()
         self.repo = repo
         self.base_branch = base_branch
+        self.git_timeout = git_timeout
 
     def __repr__(self) -> str:
         return f"Mirror(base_branch={self.base_branch!r})"
@@ -86,7 +94,10 @@ class Mirror:
                 *transport_settings(self.repo),
                 "clone", "--bare", "--no-local", "--quiet", "--template=",
                 "--", address, str(staging),
+                timeout=self.git_timeout,
             )  # fmt: skip
+        except GitTimeout:
+            raise
         except GitError as exc:
             raise GitError(
                 "git could not copy the room's repository; check that it exists and is reachable",
@@ -117,7 +128,10 @@ class Mirror:
             self.git(
                 *transport_settings(self.repo),
                 "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--", address, refspec,
+                timeout=self.git_timeout,
             )  # fmt: skip
+        except GitTimeout:
+            raise
         except GitError as exc:
             if "couldn't find remote ref" in exc.detail:
                 message = (

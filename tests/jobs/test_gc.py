@@ -1,0 +1,35 @@
+"""gc on both store backends: an ended job's workspace goes, then (on request) its branch."""
+
+from __future__ import annotations
+
+from cairn.jobs.gc import collect
+from cairn.stages import Status
+
+from .conftest import Cairn
+
+WRITE_B = 'steps:\n  - write: {path: b.txt, content: "b\\n"}\n  - finish: {summary: added b}\n'
+
+
+def test_gc_removes_an_ended_jobs_workspace_then_its_merged_branch(cairn: Cairn) -> None:
+    done = cairn.submit(WRITE_B)
+    cairn.work()
+    cairn.approve(done.id)
+    waiting = cairn.submit(WRITE_B.replace("b.txt", "c.txt"), "another change")
+    cairn.work()
+    assert cairn.job(done.id).status is Status.completed
+    assert cairn.job(waiting.id).status is Status.waiting
+
+    first = collect(cairn.store, cairn.config)
+
+    assert first.workspaces == [done.id]
+    assert not cairn.workspace(done.id).exists() and cairn.workspace(waiting.id).is_dir()
+    assert cairn.git("branch", "--list", done.branch) != "", "the repository is untouched"
+
+    second = collect(cairn.store, cairn.config, branches=True)
+
+    assert second.workspaces == []
+    assert second.branches == [{"job": done.id, "room": "sample", "branch": done.branch}]
+    assert cairn.git("branch", "--list", done.branch) == ""
+    effects = [(e["kind"], e["status"]) for e in cairn.detail(done.id)["effects"]]
+    assert effects[-1] == ("delete_branch", "done")
+    assert collect(cairn.store, cairn.config, branches=True).branches == []
