@@ -132,7 +132,7 @@ class Machine:
             f"printf '#!/bin/sh\\n' > {self.fakes}/{p}; chmod +x {self.fakes}/{p}; "
             for p in ("bwrap", "node", "npm")
         )
-        install = put if installs else "exit 100"
+        install = put if installs else "echo 'E: Unable to locate package' >&2; exit 100"
         self.fake(
             "apt-get",
             f'echo "$DEBIAN_FRONTEND $*" >> {self.log}\ncase "$1" in install) {install} ;; esac',
@@ -172,6 +172,7 @@ def test_root_with_apt_get_installs_what_is_missing_without_questions(tmp_path: 
     machine.apt_get(installs=True)
     done = machine.run("sh", "scripts/require-tools", "bubblewrap", "nodejs", "npm")
     assert done.returncode == 0, done.stderr
+    assert done.stdout == "cairn needs bubblewrap, nodejs, npm; installing with apt-get...\n"
     assert machine.calls() == [
         "noninteractive update -qq",
         "noninteractive install -y -qq --no-install-recommends bubblewrap nodejs npm",
@@ -185,6 +186,7 @@ def test_a_failed_apt_get_install_stops_with_one_line(tmp_path: Path) -> None:
     machine.apt_get(installs=False)
     done = machine.run("sh", "scripts/require-tools", "bubblewrap")
     assert done.returncode == 1
+    assert done.stderr.splitlines()[0] == "E: Unable to locate package", "apt says why"
     assert done.stderr.splitlines()[-1] == (
         "cairn needs bubblewrap, and apt-get could not install it: run  apt-get install "
         "bubblewrap  and see what it says"
