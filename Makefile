@@ -3,8 +3,13 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# System packages (Debian names): the sandbox for agents' commands, npm for the npm tests.
+DEMO_TOOLS := bubblewrap
+TEST_TOOLS := bubblewrap nodejs npm
 
-.PHONY: demo test lint format clean
+.PHONY: demo test lint format clean demo-tools test-tools
+# Prerequisites in the order written: the system check stops a target before anything runs.
+.NOTPARALLEL:
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -15,10 +20,16 @@ $(STAMP): pyproject.toml
 	fi
 	@touch $(STAMP)
 
-demo: $(STAMP)
+demo-tools:
+	@sh scripts/require-tools $(DEMO_TOOLS)
+
+test-tools:
+	@sh scripts/require-tools $(TEST_TOOLS)
+
+demo: demo-tools $(STAMP)
 	$(BIN)/cairn demo
 
-test: $(STAMP)
+test: test-tools $(STAMP)
 	$(BIN)/ruff check src tests examples benchmarks
 	$(BIN)/ruff format --check src tests examples benchmarks
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

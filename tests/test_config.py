@@ -59,3 +59,22 @@ def test_unusable_dependency_settings_name_the_variable(
         Config.from_env({name: value}, home=tmp_path)
     assert name in str(raised.value) and said in str(raised.value)
     assert "s3cret" not in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://postgres@db.example.com:5432/cairn",
+        "postgresql+psycopg://postgres@db.example.com:5432/cairn",
+        "sqlite:////srv/cairn/cairn.db",
+    ],
+)
+def test_database_urls_of_both_postgresql_forms_are_accepted(tmp_path: Path, url: str) -> None:
+    config = Config.from_env({"CAIRN_DATABASE_URL": url}, home=tmp_path)
+    assert config.store_url == url
+
+
+def test_a_database_url_of_another_kind_is_refused_with_what_to_set(tmp_path: Path) -> None:
+    with pytest.raises(UsageError) as raised:
+        Config.from_env({"CAIRN_DATABASE_URL": "mysql://db.example.com/cairn"}, home=tmp_path)
+    assert "postgresql://" in str(raised.value) and "CAIRN_DATABASE_URL" in str(raised.value)

@@ -19,6 +19,9 @@ MAX_LEASE_SECONDS = 86_400.0
 PYPI_INDEX = "https://pypi.org/simple"
 NPM_REGISTRY = "https://registry.npmjs.org/"
 EXAMPLE_URL = "https://osv.example.com"
+# The store opens these (cairn.store.database maps postgresql:// to its psycopg driver); the
+# list is repeated here so that reading the configuration does not import SQLAlchemy.
+STORE_SCHEMES = ("sqlite:", "postgresql:", "postgresql+psycopg:")
 
 
 def default_home(environ: Mapping[str, str]) -> Path:
@@ -93,10 +96,8 @@ class Config(BaseModel):
         """
         env = os.environ if environ is None else environ
         url = env.get("CAIRN_DATABASE_URL") or None
-        if url and (not url.startswith(("sqlite:", "postgresql+psycopg:")) or "\0" in url):
-            raise UsageError(
-                "CAIRN_DATABASE_URL must be a sqlite:/// path or a postgresql+psycopg:// URL"
-            )
+        if url and (not url.startswith(STORE_SCHEMES) or "\0" in url):
+            raise UsageError("CAIRN_DATABASE_URL must be a sqlite:/// path or a postgresql:// URL")
         user = env.get("CAIRN_USER") or "admin"
         if "\0" in user or not user.strip():
             raise UsageError("CAIRN_USER must be a user name, for example alice")

@@ -10,19 +10,24 @@ from pathlib import Path
 from cairn.agents.registry import load_agent_spec
 from cairn.config import Config
 from cairn.deps import bundled_advisories
-from cairn.errors import NotAllowed
+from cairn.errors import InvalidState, NotAllowed
 from cairn.jobs import gates
 from cairn.jobs.drive import ProgressCallback
 from cairn.jobs.runner import Runner
 from cairn.jobs.submit import submit_job
 from cairn.jobs.view import job_detail
 from cairn.sanitize import user_sanitizer
+from cairn.stages import Stage, Status
 from cairn.store import Store, decisions, identity
 from cairn.store.rooms import create_room
 from cairn.testing.repos import make_sample_repo
 
 Narrate = Callable[[str], None]
 REQUEST = "Add a greet(name) helper with a test, and mention it in the README."
+
+
+class DemoStopped(InvalidState):
+    """The demo's job is not where the demo expects it; what happened is already narrated."""
 
 
 def demo_script() -> str:
@@ -63,6 +68,7 @@ def run_demo(workdir: Path, narrate: Narrate, on_progress: ProgressCallback | No
 def _through_the_gates(store: Store, runner: Runner, job_id: int, narrate: Narrate) -> None:
     """Run gate, dependency gate, integration gate: each decided by admin, narrated."""
     runner.work(until_idle=True)
+    _expect(store, job_id, Stage.awaiting_run_approval, narrate)
     narrate(
         "Group default's policy is run_approval=admin: nothing runs until an admin other than "
         "the requester approves. alice, a member, can see the job but not decide it:"
@@ -70,6 +76,7 @@ def _through_the_gates(store: Store, runner: Runner, job_id: int, narrate: Narra
     narrate("  " + _refusal(store, job_id, "alice"))
     _decide(store, job_id, narrate, "admin approves the run; the runner prepares and starts:")
     runner.work(until_idle=True)
+    _expect(store, job_id, Stage.awaiting_dependency_approval, narrate)
     _decide(
         store,
         job_id,
@@ -80,8 +87,7 @@ def _through_the_gates(store: Store, runner: Runner, job_id: int, narrate: Narra
         "under its fingerprint, and hardlinks it into the job's workspace:",
     )
     runner.work(until_idle=True)
-    with store.begin() as conn:
-        detail = job_detail(conn, job_id)
+    detail = _expect(store, job_id, Stage.awaiting_review, narrate)
     narrate(
         "The job waits at the integration gate. "
         "The room feed still shows only the request and the stage:"
@@ -91,6 +97,27 @@ def _through_the_gates(store: Store, runner: Runner, job_id: int, narrate: Narra
     narrate("  " + (detail["review"] or {}).get("summary", "").replace("\n", "\n  "))
     _decide(store, job_id, narrate, "admin approves the result; the runner pushes and merges it:")
     runner.work(until_idle=True)
+    _expect(store, job_id, Stage.completed, narrate)
+
+
+def _expect(store: Store, job_id: int, stage: Stage, narrate: Narrate) -> dict:
+    """The job's detail if it reached `stage`; else narrate where it is instead, and stop."""
+    with store.begin() as conn:
+        detail = job_detail(conn, job_id)
+    wanted = Status.completed if stage is Stage.completed else Status.waiting
+    if (detail["stage"], detail["status"]) == (stage, wanted):
+        return detail
+    narrate(
+        f"The demo expected job {job_id} at {stage} ({wanted}), "
+        f"but it is at {detail['stage']} ({detail['status']})."
+    )
+    # The diagnosis is stored bounded and masked; it says what went wrong and what to do.
+    narrate(f"  diagnosis: {detail['diagnosis'] or 'none recorded'}")
+    raise DemoStopped(
+        f"the demo stopped: job {job_id} is {detail['status']} at {detail['stage']}; "
+        "fix what the diagnosis above says, then run `cairn demo` again (its home is thrown "
+        "away, so there is no job to resume)"
+    )
 
 
 def _set_up(store: Store, repo: Path) -> None:

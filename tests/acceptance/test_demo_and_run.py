@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from .conftest import Cli
+from .paths import path_without
 
 pytestmark = pytest.mark.acceptance
 
@@ -31,6 +32,26 @@ def test_demo_delivers_its_job_and_leaves_nothing_behind(fresh_cli: Cli) -> None
     assert out.rstrip().endswith("the job went from request to merged change.")
     assert list(scratch.iterdir()) == [], "the demo removed its temporary folder"
     assert not fresh_cli.home.exists(), "the demo keeps out of the user's cairn home"
+
+
+def test_demo_narrates_a_blocked_job_and_exits_non_zero(fresh_cli: Cli) -> None:
+    scratch = fresh_cli.tmp / "scratch"
+    scratch.mkdir()
+    # A machine without bubblewrap: the job's commands cannot run sandboxed, so it blocks.
+    path = path_without(fresh_cli.tmp / "bin", fresh_cli.env["PATH"], "bwrap")
+    done = fresh_cli("demo", expect=1, env={"TMPDIR": str(scratch), "PATH": path})
+    out = done.stdout
+    where = "The demo expected job 1 at awaiting_review (waiting), but it is at running_agent"
+    assert f"{where} (blocked)." in out, out
+    diagnosis = next(line for line in out.splitlines() if line.startswith("  diagnosis: "))
+    assert "bubblewrap is not installed" in diagnosis and "install bubblewrap" in diagnosis
+    assert done.stderr.splitlines() == [
+        "error: the demo stopped: job 1 is blocked at running_agent; fix what the diagnosis "
+        "above says, then run `cairn demo` again (its home is thrown away, so there is no job "
+        "to resume)"
+    ]
+    assert "Demo finished" not in out and "integration gate" not in out
+    assert list(scratch.iterdir()) == [], "the demo removed its temporary folder"
 
 
 def test_run_prints_each_stage_and_what_to_do_at_the_gate(cli: Cli) -> None:

@@ -79,7 +79,7 @@ def test_open_with_create_makes_the_sqlite_folder(tmp_path: Path) -> None:
 
 
 def test_open_refuses_a_url_that_is_neither_sqlite_nor_postgresql() -> None:
-    with pytest.raises(StoreError, match=r"sqlite:/// or postgresql\+psycopg://"):
+    with pytest.raises(StoreError, match=r"sqlite:///, postgresql:// or postgresql\+psycopg://"):
         Store.open("mysql://localhost/cairn")
 
 

@@ -11,7 +11,7 @@ from cairn.cli.authority_commands import AUTO_KINDS, RUN_APPROVAL, policy_settin
 from cairn.cli.context import AS_OPTION, JSON_OPTION, console, errors, print_json, session
 from cairn.errors import UsageError
 from cairn.jobs.policy import GroupPolicy, require_group_admin
-from cairn.store import identity
+from cairn.store import database, identity
 from cairn.store.rooms import create_room, get_room, list_rooms, rebind_room
 from cairn.workspace.delivery import remote_branch_sha
 
@@ -33,7 +33,7 @@ def init(
     """Create the cairn home and store, group `default` and its admin user `admin`."""
     s = session(ctx)
     policy = GroupPolicy.parse(policy_settings(run, kinds, None, None))
-    s.config.home.mkdir(parents=True, exist_ok=True)
+    database.create_home(s.config.home)
     with s.store(create=True) as store, store.begin() as conn:
         if identity.find_user(conn, "admin") is not None:
             console.print("cairn is already set up here; nothing changed.")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import os
 from pathlib import Path
 from typing import Any
 
@@ -16,30 +18,113 @@ from cairn.errors import StoreError
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 SQLITE_BUSY_MS = 30_000
+# psycopg 3 is the PostgreSQL driver either way; a plain postgresql:// URL means it too.
+POSTGRES_SCHEMES = ("postgresql:", "postgresql+psycopg:")
+
+NO_STORE = "no cairn store here yet; run `cairn init` first"
+UNREACHABLE = "cannot reach the store; check CAIRN_DATABASE_URL or --home and try again"
+DAMAGED = (
+    "the store file is not a cairn store (it is damaged, or another file took its name); "
+    "restore it from a backup, or point --home / CAIRN_HOME at the right home"
+)
+READ_ONLY_FILE = (
+    "the store file is read-only; make it writable for the user who runs cairn "
+    "(chmod u+w), then try again"
+)
+READ_ONLY_HOME = (
+    "cairn's home folder is read-only, and the store writes its journal beside its file; "
+    "make the folder writable for the user who runs cairn, then try again"
+)
 
 
 def make_engine(url: str) -> Engine:
-    """An engine for a sqlite:/// or postgresql+psycopg:// URL, with cairn's durability settings."""
+    """An engine for a sqlite:///, postgresql:// or postgresql+psycopg:// URL, made durable."""
     if url.startswith("sqlite:"):
         return _sqlite_engine(url)
-    if url.startswith("postgresql+psycopg:"):
-        return sa.create_engine(url, pool_pre_ping=True)
-    raise StoreError("the store URL must be sqlite:/// or postgresql+psycopg://")
+    if url.startswith(POSTGRES_SCHEMES):
+        driver_url = "postgresql+psycopg:" + url.split(":", 1)[1]
+        return sa.create_engine(driver_url, pool_pre_ping=True)
+    raise StoreError("the store URL must be sqlite:///, postgresql:// or postgresql+psycopg://")
 
 
-def ensure_sqlite_folder(url: str) -> None:
-    """Create the folder a SQLite store file will live in (nothing for other backends)."""
-    parsed = sa.engine.make_url(url)
-    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
-        Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-
-
-def sqlite_file_missing(url: str) -> bool:
-    """Whether `url` names a SQLite file that does not exist (so opening it would create it)."""
+def sqlite_path(url: str) -> Path | None:
+    """The file a sqlite:/// URL names, or None for another backend or an in-memory store."""
     parsed = sa.engine.make_url(url)
     if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
-        return False
-    return not Path(parsed.database).exists()
+        return None
+    return Path(parsed.database)
+
+
+def prepare_sqlite(url: str, *, create: bool) -> None:
+    """Check that a SQLite store file can be opened for writing; with `create`, make it private.
+
+    Raises a StoreError saying what is wrong (missing, read-only, uncreatable); nothing for
+    other backends.
+    """
+    path = sqlite_path(url)
+    if path is None:
+        return
+    if not path.exists():
+        if not create:
+            raise StoreError(NO_STORE)
+        _create_private(path)
+        return
+    try:
+        # SQLite quietly opens a read-only file read-only, and only the first write would fail.
+        os.close(os.open(path, os.O_RDWR))
+    except IsADirectoryError:
+        raise StoreError(DAMAGED) from None
+    except OSError as exc:
+        raise StoreError(READ_ONLY_FILE if _denied(exc) else UNREACHABLE) from None
+
+
+def create_home(folder: Path) -> None:
+    """Create cairn's home 0700 (other local users read no job); a StoreError if refused."""
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(_uncreatable("cairn's home folder", exc)) from None
+
+
+def _create_private(path: Path) -> None:
+    """Create the home (0700) and an empty store file (0600) for SQLite to fill.
+
+    SQLite gives its -wal and -shm files the mode of the store file, so they are private too.
+    """
+    create_home(path.parent)
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except FileExistsError:
+        pass  # another process created it first; it is opened like any existing store
+    except OSError as exc:
+        raise StoreError(_uncreatable("the store", exc)) from None
+
+
+def _uncreatable(what: str, exc: OSError) -> str:
+    if _denied(exc):
+        return (
+            f"cannot create {what}: the folder it goes in is read-only; make that folder "
+            "writable, or choose another --home / CAIRN_HOME"
+        )
+    return f"cannot create {what} ({exc.strerror or 'the file system refused'}); check --home"
+
+
+def describe_failure(url: str, exc: sa.exc.DBAPIError) -> str | None:
+    """What is wrong when the database refused to open, with what to do; None if not known."""
+    path = sqlite_path(url)
+    name = str(getattr(exc.orig, "sqlite_errorname", ""))
+    if path is not None and name.startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT")):
+        return DAMAGED
+    if path is not None and name.startswith(("SQLITE_READONLY", "SQLITE_CANTOPEN")):
+        if not os.access(path.parent, os.W_OK):
+            return READ_ONLY_HOME
+        if name.startswith("SQLITE_READONLY"):
+            return READ_ONLY_FILE
+    return UNREACHABLE if isinstance(exc, sa.exc.OperationalError) else None
+
+
+def _denied(exc: OSError) -> bool:
+    return isinstance(exc, PermissionError) or exc.errno == errno.EROFS
 
 
 def _sqlite_engine(url: str) -> Engine:

@@ -26,32 +26,22 @@ class Store:
         """Open the store at `url`, migrating it to the newest schema.
 
         An empty database is created only when `create` is set (`cairn init`), so a mistyped
-        home never silently grows a second, empty store.
+        home never silently grows a second, empty store. A store that cannot be opened raises
+        a StoreError saying what is wrong with it (missing, read-only, damaged, unreachable).
         """
-        if create:
-            database.ensure_sqlite_folder(url)
-        elif database.sqlite_file_missing(url):
-            raise StoreError("no cairn store here yet; run `cairn init` first")
+        database.prepare_sqlite(url, create=create)
         engine = database.make_engine(url)
         try:
-            current = database.current_revision(engine)
-        except sa.exc.OperationalError as exc:
+            _migrate(engine, create=create)
+        except sa.exc.DBAPIError as exc:
             engine.dispose()
-            raise StoreError(
-                "cannot reach the store; check CAIRN_DATABASE_URL or --home and try again"
-            ) from exc
-        if current is None and not create:
-            engine.dispose()
-            raise StoreError("no cairn store here yet; run `cairn init` first")
-        if current is not None and not database.is_known_revision(current):
-            engine.dispose()
-            raise StoreError("this store was written by a newer cairn; upgrade cairn to open it")
-        if current != database.head_revision():
-            try:
-                database.upgrade(engine)
-            except Exception:
-                engine.dispose()
+            why = database.describe_failure(url, exc)
+            if why is None:
                 raise
+            raise StoreError(why) from exc
+        except BaseException:
+            engine.dispose()
+            raise
         return cls(engine)
 
     @cached_property
@@ -103,3 +93,14 @@ class Store:
 def installation_of(conn: sa.Connection) -> str:
     """The identity of the store that `conn` belongs to, written once by its first migration."""
     return str(conn.execute(sa.select(installation.c.id)).scalar_one())
+
+
+def _migrate(engine: Engine, *, create: bool) -> None:
+    """Bring a cairn store to the newest schema; refuse an empty or a newer one."""
+    current = database.current_revision(engine)
+    if current is None and not create:
+        raise StoreError(database.NO_STORE)
+    if current is not None and not database.is_known_revision(current):
+        raise StoreError("this store was written by a newer cairn; upgrade cairn to open it")
+    if current != database.head_revision():
+        database.upgrade(engine)

@@ -48,7 +48,7 @@ INSTALL_HINT = (
     "`pacman -S bubblewrap`) and run the job again"
 )
 _ISOLATION = (
-    "--unshare-user-try", "--unshare-ipc", "--unshare-pid", "--unshare-net",
+    "--unshare-ipc", "--unshare-pid", "--unshare-net",
     "--unshare-uts", "--unshare-cgroup-try",
     "--die-with-parent", "--new-session", "--cap-drop", "ALL",
 )  # fmt: skip
@@ -191,7 +191,11 @@ def sandbox_argv(
     argv += ["--bind", str(private_tmp), str(private_tmp)]
     for folder in covers:
         argv += ["--remount-ro", str(folder)]
-    return [*argv, *_ISOLATION, "--chdir", str(workspace), "--"]
+    # Only an ordinary user needs a user namespace to build the sandbox. Root builds it without
+    # one (and drops every capability all the same); in a chroot the kernel refuses root a new
+    # user namespace, and bubblewrap takes that as fatal even with `--unshare-user-try`.
+    user_namespace = [] if os.geteuid() == 0 else ["--unshare-user-try"]
+    return [*argv, *user_namespace, *_ISOLATION, "--chdir", str(workspace), "--"]
 
 
 def _git_folders(workspace: Path) -> list[Path]:
