@@ -79,7 +79,9 @@ def reviewed_commit(drive: Drive) -> str:
 
 
 def _pushed(drive: Drive, sha: str) -> str | None:
-    pushed = delivery.is_pushed(drive.room.repo, drive.branch, sha, timeout=drive.mirror.git_timeout)
+    pushed = delivery.is_pushed(
+        drive.room.repo, drive.branch, sha, timeout=drive.mirror.git_timeout
+    )
     return sha if pushed else None
 
 
