@@ -23,13 +23,13 @@ def test_gc_removes_an_ended_jobs_workspace_then_its_merged_branch(cairn: Cairn)
 
     assert first.workspaces == [done.id]
     assert not cairn.workspace(done.id).exists() and cairn.workspace(waiting.id).is_dir()
-    assert cairn.git("branch", "--list", done.branch) != "", "the repository is untouched"
+    assert cairn.git("branch", "--list", cairn.branch(done.id)) != "", "the repository is untouched"
 
     second = collect(cairn.store, cairn.config, branches=True)
 
     assert second.workspaces == []
-    assert second.branches == [{"job": done.id, "room": "sample", "branch": done.branch}]
-    assert cairn.git("branch", "--list", done.branch) == ""
+    assert second.branches == [{"job": done.id, "room": "sample", "branch": cairn.branch(done.id)}]
+    assert cairn.git("branch", "--list", cairn.branch(done.id)) == ""
     effects = [(e["kind"], e["status"]) for e in cairn.detail(done.id)["effects"]]
     assert effects[-1] == ("delete_branch", "done")
     assert collect(cairn.store, cairn.config, branches=True).branches == []

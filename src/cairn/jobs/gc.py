@@ -57,7 +57,9 @@ def collect(store: Store, config: Config, *, branches: bool = False) -> Collecte
     done = Collected()
     for job in ended:
         path = config.workspace_path(store.installation_id, job.id)
-        if remove_workspace(Worktree(mirrors[job.room_id], path, job.branch)):
+        if remove_workspace(
+            Worktree(mirrors[job.room_id], path, job.branch_in(store.installation_id))
+        ):
             done.workspaces.append(job.id)
     for room_id, mirror in mirrors.items():
         if mirror.exists():
@@ -102,11 +104,12 @@ def _collect_branch(store: Store, job: Job, room: Room, mirror: Mirror, done: Co
     sha = pushed[-1] if pushed else None
     if sha is None or deleted:
         return
-    tip = pushed_branches.branch_tip(mirror, job.branch)
+    branch = job.branch_in(store.installation_id)
+    tip = pushed_branches.branch_tip(mirror, branch)
     if tip is None:
         return  # someone deleted it already
-    seen = {"job": job.id, "room": room.name, "branch": job.branch}
-    reason = pushed_branches.why_keep(mirror, job.branch, sha, tip)
+    seen = {"job": job.id, "room": room.name, "branch": branch}
+    reason = pushed_branches.why_keep(mirror, branch, sha, tip)
     if reason is not None:
         done.kept_branches.append({**seen, "reason": reason})
         return
@@ -115,8 +118,8 @@ def _collect_branch(store: Store, job: Job, room: Room, mirror: Mirror, done: Co
         ledger,
         DELETE_BRANCH,
         f"job-{job.id}:{DELETE_BRANCH}:{sha}",
-        inspect=lambda: sha if pushed_branches.branch_tip(mirror, job.branch) is None else None,
-        act=lambda: pushed_branches.delete_branch(mirror, job.branch, sha),
+        inspect=lambda: sha if pushed_branches.branch_tip(mirror, branch) is None else None,
+        act=lambda: pushed_branches.delete_branch(mirror, branch, sha),
     )
     if removed is None:
         done.kept_branches.append({**seen, "reason": "it moved since cairn pushed it"})
