@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from cairn.agents.base import Agent
 from cairn.agents.script import ScriptAgent
 from cairn.errors import UsageError
+from cairn.sanitize import secret_spans, strip_control
 
 # Each adapter class offers `from_spec(spec)` (build from the stored configuration) and
 # `spec_from_argument(text)` (turn the part after `name:` of a CLI `--agent` into that spec).
@@ -27,10 +28,40 @@ def get_agent(spec: Mapping[str, Any]) -> Agent:
 
 
 def load_agent_spec(text: str) -> dict[str, Any]:
-    """Turn a CLI `--agent` value such as `script:PATH` into a storable agent configuration."""
+    """Turn a CLI `--agent` value such as `script:PATH` into a storable agent configuration.
+
+    The configuration is stored with the job's request, so what the sanitizer masks as a secret
+    must not be in it: a configuration carrying one is refused, not masked, because a masked
+    script would no longer do what its author wrote.
+    """
     name, _, argument = text.partition(":")
     spec: dict[str, Any] = _adapter_class(name.strip()).spec_from_argument(argument)
+    for where, value in _texts(spec):
+        if secret_spans(strip_control(value)):
+            raise UsageError(
+                f"the agent's configuration carries what looks like a credential ({where}); "
+                "cairn would store it with the job, so take it out of the script"
+            )
     return spec
+
+
+def _texts(value: object, path: tuple[object, ...] = ()) -> Iterator[tuple[str, str]]:
+    """Every string inside a stored configuration, with where it is (`step 3 (fail)`)."""
+    if isinstance(value, str):
+        yield _where(path), value
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _texts(key, path)
+            yield from _texts(item, (*path, key))
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            yield from _texts(item, (*path, index))
+
+
+def _where(path: tuple[object, ...]) -> str:
+    if len(path) >= 4 and path[:2] == ("script", "steps") and isinstance(path[2], int):
+        return f"in step {path[2] + 1} ({path[3]})"
+    return f"in {'.'.join(map(str, path))}" if path else "in its adapter name"
 
 
 def _adapter_class(name: object) -> type[Any]:

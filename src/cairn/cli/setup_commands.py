@@ -8,7 +8,7 @@ import typer
 
 from cairn.cli.authority_commands import AUTO_KINDS, RUN_APPROVAL, policy_settings
 from cairn.cli.context import AS_OPTION, JSON_OPTION, console, print_json, session
-from cairn.errors import UsageError
+from cairn.errors import UsageError, WorkspaceError
 from cairn.jobs.policy import GroupPolicy, require_group_admin
 from cairn.store import identity
 from cairn.store.rooms import create_room, get_room, list_rooms, rebind_room
@@ -115,7 +115,12 @@ def room_list(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
 def _binding(repo: str, base: str | None) -> tuple[str, str]:
     location = _repository(repo)
     branch = base or "main"
-    if remote_branch_sha(location, branch) is None:
+    try:
+        found = remote_branch_sha(location, branch)
+    except WorkspaceError as exc:
+        # The repository named on the command line cannot be read: bad input, as a bad path is.
+        raise UsageError(f"{exc}; check --repo") from None
+    if found is None:
         raise UsageError(f"the repository has no branch {branch!r}; pass the right one with --base")
     return location, branch
 
