@@ -174,13 +174,19 @@ def secret_spans(text: str) -> list[Span]:
     Every shape is found in the original text and overlapping finds are merged afterwards,
     so masking one (an environment value inside a token) never hides another from its pattern.
     """
+    spans = shape_spans(text)
+    for head in (_ASSIGNMENT_HEAD, _FLAG_HEAD):
+        spans += _assignment_spans(head, text)
+    return spans
+
+
+def shape_spans(text: str) -> list[Span]:
+    """The secrets found by their own shape (tokens, keys, URL or header credentials), not name."""
     spans = [(m.start(), m.end(), MASK) for p in (_PRIVATE_KEY, _TOKENS) for m in p.finditer(text)]
     spans += [(m.start(1), m.end(1), MASK) for m in _SLACK_HOOK.finditer(text)]
     spans += _header_spans(text)
     spans += [(m.start(3), m.end(3), MASK) for m in _BEARER.finditer(text) if _is_credential(m)]
     spans += [span for m in _URL_USERINFO.finditer(text) for span in _userinfo_spans(m)]
-    for head in (_ASSIGNMENT_HEAD, _FLAG_HEAD):
-        spans += _assignment_spans(head, text)
     return spans
 
 

@@ -8,8 +8,9 @@ from typing import Any
 
 from cairn.agents.base import Agent
 from cairn.agents.script import ScriptAgent
+from cairn.agents.script_format import PROSE_FIELDS
 from cairn.errors import UsageError
-from cairn.sanitize import secret_spans, strip_control
+from cairn.sanitize import secret_spans, shape_spans, strip_control
 
 # Each adapter class offers `from_spec(spec)` (build from the stored configuration) and
 # `spec_from_argument(text)` (turn the part after `name:` of a CLI `--agent` into that spec).
@@ -36,8 +37,12 @@ def load_agent_spec(text: str) -> dict[str, Any]:
     """
     name, _, argument = text.partition(":")
     spec: dict[str, Any] = _adapter_class(name.strip()).spec_from_argument(argument)
-    for where, value in _texts(spec):
-        if secret_spans(strip_control(value)):
+    for path, value in _texts(spec):
+        # Prose (a `fail:` message, a summary) is checked like any text cairn shows; code and
+        # file content only for secrets by shape, since `token = os.environ[...]` holds none.
+        find = secret_spans if path and path[-1] in PROSE_FIELDS else shape_spans
+        if find(strip_control(value)):
+            where = _where(path)
             raise UsageError(
                 f"the agent's configuration carries what looks like a credential ({where}); "
                 "cairn would store it with the job, so take it out of the script"
@@ -45,10 +50,12 @@ def load_agent_spec(text: str) -> dict[str, Any]:
     return spec
 
 
-def _texts(value: object, path: tuple[object, ...] = ()) -> Iterator[tuple[str, str]]:
-    """Every string inside a stored configuration, with where it is (`step 3 (fail)`)."""
+def _texts(
+    value: object, path: tuple[object, ...] = ()
+) -> Iterator[tuple[tuple[object, ...], str]]:
+    """Every string inside a stored configuration, with the keys and indexes that lead to it."""
     if isinstance(value, str):
-        yield _where(path), value
+        yield path, value
     elif isinstance(value, Mapping):
         for key, item in value.items():
             yield from _texts(key, path)

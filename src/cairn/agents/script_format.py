@@ -118,6 +118,8 @@ STEP_TYPES: dict[str, type[Step]] = {
 _SCALAR_FIELD = {"run": "command", "fail": "message"}
 # Fields that may be empty; every other field must say something.
 _MAY_BE_EMPTY = {"content", "summary"}
+# Fields (and scalar steps) that are text for people rather than code or file content.
+PROSE_FIELDS = frozenset({"fail", "message", "summary", "reason"})
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,10 @@ from typing import NoReturn
 import sqlalchemy as sa
 import typer
 
-# Typer vendors Click; these are the exceptions it raises outside standalone mode.
-from typer._click import exceptions as click_errors
+try:  # Typer vendors Click; these are the exceptions it raises outside standalone mode.
+    from typer._click import exceptions as click_errors
+except ImportError:  # an older Typer, built on Click itself
+    from click import exceptions as click_errors  # type: ignore[no-redef]
 
 from cairn.cli import (
     authority_commands,
