@@ -33,6 +33,7 @@ from cairn.testing.repos import make_sample_repo
 SKIPPED = {("demo",)}
 # A runner without --until-idle waits for work forever; the property is about its refusals.
 ALWAYS = {("work",): ["--until-idle"]}
+TOKEN_BODY = "Ab1Cd2Ef3" * 5
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 IDS = st.sampled_from([0, -1, 1, 2, MAX_ID, MAX_ID + 1, 2**63 - 1, 2**63, 10**20, -(10**20)]).map(
@@ -44,7 +45,7 @@ TEXT = (
             "", " ", "sample", "default", "admin", "alice", "Alice", "\u0430dmin", "auto",
             "interactive", "--json", "-", "--", "../x", "~", "script:", "script:nowhere.yaml",
             "\x1b[8mhidden", "\x9b31m", "\x1b]0;t\x07", "\u202eevil", "\udcff\udcfe", "a\udc80b",
-            "x" * 5000, "ghp_" + "Ab1Cd2Ef3" * 5,
+            "x" * 5000, f"ghp_{TOKEN_BODY}", f"--ghp_{TOKEN_BODY}",
         ]
     )
     | st.text(st.characters(blacklist_characters="\0"), max_size=40)
@@ -151,6 +152,7 @@ def test_any_command_line_ends_cleanly(installation: str, args: list[str]) -> No
         assert code in (0, 1, 2), (args, code, err)
         assert "Traceback" not in out + err
         assert not CONTROL.search(out + err), (args, out, err)
+        assert TOKEN_BODY not in out + err, "a token typed on the command line is masked"
         if code == 0:
             return
         lines = err.splitlines()

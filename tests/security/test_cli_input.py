@@ -198,3 +198,10 @@ def test_the_acting_user_from_as_or_cairn_user_is_checked_and_folded(cli: Cli) -
     refused = cli("cancel", str(job["id"]), "--as", "al ice", expect=2)
     assert "--as must name a user" in _error_line(refused)
     cli("cancel", str(job["id"]), env={"CAIRN_USER": "ALICE"})
+
+
+def test_a_usage_error_quoting_a_token_masks_it(cli: Cli) -> None:
+    for args in (["show", TOKEN], ["show", "1", f"--{TOKEN}"], [TOKEN], ["show", TOKEN, "--json"]):
+        done = cli(*args, expect=2)
+        assert TOKEN[4:] not in done.stderr, done.stderr
+    assert "no such command '[secret]'" in _error_line(cli(TOKEN, expect=2)).lower()

@@ -105,10 +105,10 @@ def _failure(exc: Exception) -> tuple[str, int] | None:
         # Click's own usage errors (a missing argument, an unknown option): 2, like ours.
         where = exc.ctx.command_path if exc.ctx else "cairn"
         return f"{exc.format_message().rstrip('.')} (see `{where} --help`)", 2
-    if isinstance(exc, CairnError | click_errors.ClickException):
-        text = exc.format_message() if isinstance(exc, click_errors.ClickException) else str(exc)
-        # An error may quote what a person typed (a token pasted by mistake): mask it too.
-        return edge_sanitizer().clean(text, 2000), exc.exit_code
+    if isinstance(exc, click_errors.ClickException):
+        return exc.format_message(), exc.exit_code
+    if isinstance(exc, CairnError):
+        return str(exc), exc.exit_code
     if isinstance(exc, OSError):
         # The message names what failed, never the file: paths stay out of what users see.
         return f"{exc.strerror or 'a file operation failed'}; check --home / CAIRN_HOME", 1
@@ -135,7 +135,8 @@ def _check_arguments(args: list[str]) -> None:
 
 def _fail(args: list[str], message: str, code: int) -> NoReturn:
     """Print one error, as `{"error": ...}` under --json, and exit with `code`."""
-    line = " ".join(message.split())  # one line, whatever the message held
+    # An error may quote what a person typed (a token pasted by mistake): mask it too.
+    line = " ".join(edge_sanitizer().clean(message, 2000).split())  # and keep it one line
     if "--json" in (args[: args.index("--")] if "--" in args else args):
         typer.echo(json.dumps({"error": line}), err=True)
     else:
