@@ -5,7 +5,7 @@ CairnError                     each message says what happened and what to do
 ├── NotFound                   no such job, room, user or group
 ├── NotAllowed                 the actor may not make this decision
 ├── InvalidState               the job is not at a point where this makes sense
-├── ScriptError                a script agent's YAML is malformed
+├── ScriptError                a script agent's YAML is malformed (exit code 2)
 ├── WorkspaceError             git or the workspace refused something
 │   └── BoundaryError          a path would leave the workspace
 └── StoreError                 the store cannot be opened or migrated
@@ -38,7 +38,7 @@ class InvalidState(CairnError):
 
 
 class ScriptError(CairnError):
-    pass
+    exit_code = 2  # a malformed script is bad input, like a missing one
 
 
 class WorkspaceError(CairnError):

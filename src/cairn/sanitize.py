@@ -4,7 +4,8 @@ Every text a person can read (diagnoses, summaries, reasons, feed, CLI errors) g
 one `Sanitizer` when it is *written*, so the store never holds what it must not show. It masks
 known secret shapes (provider tokens, JWTs, private keys, credentials in headers, URLs and
 assignments), the values of the environment and of configured secrets, replaces local paths
-with placeholders, drops cairn's own command lines, and bounds the length.
+with placeholders, drops cairn's own command lines, strips terminal control characters (so
+text cannot hide or fake what the CLI prints beside it), and bounds the length.
 """
 
 from __future__ import annotations
@@ -95,6 +96,18 @@ _PYTHON_COMMAND = re.compile(r"Command '\[[^\n]*?\]'")
 _PRIVATE_TMP = re.compile(re.escape(tempfile.gettempdir().rstrip("/")) + r"/cairn-[\w.-]+")
 _PATH_END = r"(?![\w.-])"  # `/home/al` is not a prefix of `/home/alice`
 
+# What a terminal obeys instead of printing: escape sequences are removed whole, so `\x1b[8m`
+# leaves no `[8m` behind. CSI (`ESC [` or C1 `\x9b`); the string controls OSC, DCS, SOS, PM
+# and APC up to their terminator (never past a line end, so a stray opener costs one line, not
+# the rest of the text); the other escapes; then any single C0 control but newline and tab,
+# DEL, C1, and the bidi overrides and isolates that reorder what a reader sees.
+_TERMINAL_CONTROL = re.compile(
+    r"(?:\x1b\[|\x9b)[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]?"
+    r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c\n]*(?:\x07|\x1b\\|\x9c)?"
+    r"|\x1b[\x20-\x2f]*[\x30-\x7e]?"
+    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]"
+)
+
 
 class Sanitizer:
     """Masks secrets, known local paths and environment values, then bounds the length."""
@@ -124,7 +137,9 @@ class Sanitizer:
         self._table = table
 
     def mask(self, text: str) -> str:
-        """Replace every secret, known path, environment value and internal command line."""
+        """Strip control characters; replace secrets, known paths, environment values, commands."""
+        # Stripped first: an escape sequence inside a token must not hide it from its pattern.
+        text = strip_control(text)
         text = _INTERNAL_LINE.sub(INTERNAL_COMMAND, text)
         text = _PYTHON_COMMAND.sub(f"Command {INTERNAL_COMMAND}", text)
         spans = secret_spans(text)
@@ -143,6 +158,11 @@ class Sanitizer:
 Span = tuple[int, int, str]
 
 
+def strip_control(text: str) -> str:
+    """`text` without escape sequences, control characters (but newline, tab) or bidi overrides."""
+    return _TERMINAL_CONTROL.sub("", text)
+
+
 def mask_secret_shapes(text: str) -> str:
     """Mask what looks like a secret wherever it appears, whatever its surroundings."""
     return _replaced(text, secret_spans(text))
@@ -154,13 +174,19 @@ def secret_spans(text: str) -> list[Span]:
     Every shape is found in the original text and overlapping finds are merged afterwards,
     so masking one (an environment value inside a token) never hides another from its pattern.
     """
+    spans = shape_spans(text)
+    for head in (_ASSIGNMENT_HEAD, _FLAG_HEAD):
+        spans += _assignment_spans(head, text)
+    return spans
+
+
+def shape_spans(text: str) -> list[Span]:
+    """The secrets found by their own shape (tokens, keys, URL or header credentials), not name."""
     spans = [(m.start(), m.end(), MASK) for p in (_PRIVATE_KEY, _TOKENS) for m in p.finditer(text)]
     spans += [(m.start(1), m.end(1), MASK) for m in _SLACK_HOOK.finditer(text)]
     spans += _header_spans(text)
     spans += [(m.start(3), m.end(3), MASK) for m in _BEARER.finditer(text) if _is_credential(m)]
     spans += [span for m in _URL_USERINFO.finditer(text) for span in _userinfo_spans(m)]
-    for head in (_ASSIGNMENT_HEAD, _FLAG_HEAD):
-        spans += _assignment_spans(head, text)
     return spans
 
 

@@ -31,7 +31,7 @@ def test_a_script_naming_an_escaping_path_is_refused_before_any_job_exists(cli: 
     before = _snapshot(cli.tmp, skip=cli.home)
     for path, explained in STATIC_ESCAPES.items():
         script = scripts[path]
-        refused = cli("submit", "sample", "escape", "--agent", f"script:{script}", expect=1)
+        refused = cli("submit", "sample", "escape", "--agent", f"script:{script}", expect=2)
         assert refused.stdout == "", path
         assert refused.stderr.startswith("error:") and len(refused.stderr.splitlines()) == 1
         assert explained in refused.stderr and script.name in refused.stderr, refused.stderr

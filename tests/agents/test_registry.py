@@ -141,3 +141,37 @@ def test_a_value_without_an_adapter_does_not_echo_a_path() -> None:
     with pytest.raises(UsageError, match="valid adapters: script") as caught:
         load_agent_spec("/home/me/demo.yaml")
     assert "/home/me" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("script", "step"),
+    [
+        ('steps: [fail: "the server refused ghp_Q1w2E3r4Q1w2E3r4Q1w2E3r4Q1w2E3r4Q1w2"]', 1),
+        ("steps: [write: {path: a, content: x}, run: 'curl https://u:Pa55w0rdX@h.example/']", 2),
+        ("steps: [write: {path: k.pem, content: '-----BEGIN PRIVATE KEY-----\nMIIE'}]", 1),
+        ("steps: [write: {path: a, content: x}, finish: {summary: 'DB_PASSWORD=Pa55w0rdX'}]", 2),
+    ],
+)
+def test_a_script_carrying_a_credential_is_refused(tmp_path: Path, script: str, step: int) -> None:
+    path = tmp_path / "agent.yaml"
+    path.write_text(script)
+    with pytest.raises(UsageError, match=rf"looks like a credential \(in step {step} ") as caught:
+        load_agent_spec(f"script:{path}")
+    assert "Q1w2E3r4" not in str(caught.value) and "Pa55w0rd" not in str(caught.value)
+
+
+def test_code_that_names_a_secret_without_holding_one_is_stored(tmp_path: Path) -> None:
+    path = tmp_path / "agent.yaml"
+    path.write_text(
+        "steps:\n  - write: {path: app.py, content: \"token = os.environ['API_TOKEN']\\n\"}\n"
+        "  - run: 'git clone https://example.com/app.git'\n"
+    )
+    assert load_agent_spec(f"script:{path}")["script"]["steps"][1] == {
+        "run": "git clone https://example.com/app.git"
+    }
+
+
+def test_a_script_file_over_the_limit_is_refused_without_reading_it_all() -> None:
+    # /dev/zero never ends: only a bounded read can refuse it.
+    with pytest.raises(ScriptError, match=r"larger than 256 KiB"):
+        load_agent_spec("script:/dev/zero")

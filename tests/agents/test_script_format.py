@@ -23,7 +23,7 @@ from cairn.agents import (
     script_from_data,
     script_to_data,
 )
-from cairn.agents.script_format import MAX_SCRIPT_CHARS, STEP_TYPES
+from cairn.agents.script_format import MAX_SCRIPT_BYTES, MAX_SCRIPT_CHARS, STEP_TYPES
 from cairn.errors import ScriptError
 
 EVERY_STEP = """\
@@ -234,3 +234,11 @@ def test_valid_scripts_round_trip_through_json_and_yaml(script: Script) -> None:
     data = script_to_data(script)
     assert script_from_data(json.loads(json.dumps(data))) == script
     assert parse_script(yaml.safe_dump(data)) == script
+
+
+def test_a_script_text_over_the_byte_limit_is_refused_before_parsing() -> None:
+    # 3 bytes a character: under the limit in characters, over it in bytes.
+    text = "steps: [fail: '" + "€" * (MAX_SCRIPT_BYTES // 3) + "']"
+    assert len(text) < MAX_SCRIPT_BYTES < len(text.encode())
+    with pytest.raises(ScriptError, match=r"larger than 256 KiB"):
+        parse_script(text)

@@ -16,14 +16,18 @@ pytestmark = pytest.mark.acceptance
 
 
 def _script(planted: Planted) -> str:
+    # A script that carries a secret is refused (test_cli_input), so the agent makes the
+    # planted text at run time, from hex, the way a tool would print one.
+    decode = "import sys; sys.stdout.write(bytes.fromhex(open('out.hex').read()).decode())"
     steps = [
-        {"write": {"path": "out.txt", "content": planted.text}},
+        {"write": {"path": "out.hex", "content": planted.text.encode().hex()}},
+        {"run": f'python -c "{decode}" > out.txt'},
         {
             "request_dependency": {
                 "ecosystem": "pypi",
                 "name": "termcolor",
                 "version": "2.4.0",
-                "reason": planted.text,
+                "reason": "colour output",
             }
         },
         {"run": "cat out.txt; exit 4"},

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from cairn.agents.base import Agent
 from cairn.agents.script import ScriptAgent
+from cairn.agents.script_format import PROSE_FIELDS
 from cairn.errors import UsageError
+from cairn.sanitize import secret_spans, shape_spans, strip_control
 
 # Each adapter class offers `from_spec(spec)` (build from the stored configuration) and
 # `spec_from_argument(text)` (turn the part after `name:` of a CLI `--agent` into that spec).
@@ -27,10 +29,46 @@ def get_agent(spec: Mapping[str, Any]) -> Agent:
 
 
 def load_agent_spec(text: str) -> dict[str, Any]:
-    """Turn a CLI `--agent` value such as `script:PATH` into a storable agent configuration."""
+    """Turn a CLI `--agent` value such as `script:PATH` into a storable agent configuration.
+
+    The configuration is stored with the job's request, so what the sanitizer masks as a secret
+    must not be in it: a configuration carrying one is refused, not masked, because a masked
+    script would no longer do what its author wrote.
+    """
     name, _, argument = text.partition(":")
     spec: dict[str, Any] = _adapter_class(name.strip()).spec_from_argument(argument)
+    for path, value in _texts(spec):
+        # Prose (a `fail:` message, a summary) is checked like any text cairn shows; code and
+        # file content only for secrets by shape, since `token = os.environ[...]` holds none.
+        find = secret_spans if path and path[-1] in PROSE_FIELDS else shape_spans
+        if find(strip_control(value)):
+            where = _where(path)
+            raise UsageError(
+                f"the agent's configuration carries what looks like a credential ({where}); "
+                "cairn would store it with the job, so take it out of the script"
+            )
     return spec
+
+
+def _texts(
+    value: object, path: tuple[object, ...] = ()
+) -> Iterator[tuple[tuple[object, ...], str]]:
+    """Every string inside a stored configuration, with the keys and indexes that lead to it."""
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _texts(key, path)
+            yield from _texts(item, (*path, key))
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            yield from _texts(item, (*path, index))
+
+
+def _where(path: tuple[object, ...]) -> str:
+    if len(path) >= 4 and path[:2] == ("script", "steps") and isinstance(path[2], int):
+        return f"in step {path[2] + 1} ({path[3]})"
+    return f"in {'.'.join(map(str, path))}" if path else "in its adapter name"
 
 
 def _adapter_class(name: object) -> type[Any]:

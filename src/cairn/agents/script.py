@@ -28,6 +28,7 @@ from cairn.agents.script_format import (
     Step,
     WriteStep,
     parse_script,
+    read_script_text,
     script_from_data,
     script_to_data,
 )
@@ -83,7 +84,7 @@ class ScriptAgent:
         # Messages name only the file, never the local path it was read from.
         shown = path.name or "the script file"
         try:
-            text = path.read_text(encoding="utf-8")
+            text = read_script_text(path)
         except FileNotFoundError:
             raise UsageError(
                 f"no script file named {shown!r} was found; check the path in --agent script:PATH"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar
 
 import yaml
@@ -13,6 +13,9 @@ import yaml
 from cairn.errors import ScriptError
 from cairn.sanitize import mask_secret_shapes
 
+# Refused before parsing, by bytes: YAML parsing is slow (a few seconds for 256 KiB of short
+# steps), and a script is a few kilobytes. Documented in the README.
+MAX_SCRIPT_BYTES = 256 * 1024
 # A job stores its parsed script in its immutable request; a bound keeps a YAML alias
 # bomb (one huge string referenced many times) from becoming a huge request row.
 MAX_SCRIPT_CHARS = 5_000_000
@@ -115,6 +118,8 @@ STEP_TYPES: dict[str, type[Step]] = {
 _SCALAR_FIELD = {"run": "command", "fail": "message"}
 # Fields that may be empty; every other field must say something.
 _MAY_BE_EMPTY = {"content", "summary"}
+# Fields (and scalar steps) that are text for people rather than code or file content.
+PROSE_FIELDS = frozenset({"fail", "message", "summary", "reason"})
 
 
 @dataclass(frozen=True)
@@ -124,8 +129,17 @@ class Script:
     steps: tuple[Step, ...] = ()
 
 
+def read_script_text(path: Path) -> str:
+    """A script file's UTF-8 text, refused unread beyond its first MAX_SCRIPT_BYTES (+1)."""
+    with path.open("rb") as file:
+        data = file.read(MAX_SCRIPT_BYTES + 1)
+    _check_size(len(data))
+    return data.decode("utf-8")
+
+
 def parse_script(text: str) -> Script:
     """Parse a script's YAML text, raising ScriptError that says what to fix."""
+    _check_size(len(text.encode("utf-8", "surrogatepass")))
     try:
         data = yaml.safe_load(text)
     # PyYAML raises more than YAMLError on odd input (ValueError for an impossible date,
@@ -133,6 +147,14 @@ def parse_script(text: str) -> Script:
     except Exception as exc:
         raise ScriptError(f"the script is not valid YAML ({_yaml_problem(exc)}); fix it") from None
     return script_from_data(data)
+
+
+def _check_size(size: int) -> None:
+    if size > MAX_SCRIPT_BYTES:
+        raise ScriptError(
+            f"the script is larger than {MAX_SCRIPT_BYTES // 1024} KiB; "
+            "keep it short (long file contents belong in the repository, not in the script)"
+        )
 
 
 def script_from_data(data: object) -> Script:

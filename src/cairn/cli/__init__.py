@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import json
+import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 import sqlalchemy as sa
 import typer
+
+try:  # Typer vendors Click; these are the exceptions it raises outside standalone mode.
+    from typer._click import exceptions as click_errors
+except ImportError:  # an older Typer, built on Click itself
+    from click import exceptions as click_errors  # type: ignore[no-redef]
 
 from cairn.cli import (
     authority_commands,
@@ -18,7 +27,7 @@ from cairn.cli import (
 from cairn.cli.context import Session, errors
 from cairn.cli.demo import demo
 from cairn.config import Config
-from cairn.errors import CairnError
+from cairn.errors import CairnError, UsageError
 from cairn.sanitize import edge_sanitizer
 
 app = typer.Typer(
@@ -70,26 +79,69 @@ app.command()(demo)
 app.command()(gc_commands.gc)
 
 
-def main() -> None:
-    """Entry point: exit 0 on success, 2 on a usage error, 1 on anything else."""
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point: exit 0 on success, 2 on a usage or input error, 1 on anything else."""
+    args = list(sys.argv[1:] if argv is None else argv)
     try:
-        app()
-    except CairnError as exc:
-        # An error may quote what a person typed (a token pasted by mistake): mask it too.
-        errors.print(f"error: {edge_sanitizer().clean(str(exc), 2000)}")
-        raise SystemExit(exc.exit_code) from None
-    except OSError as exc:
-        # The message names what failed, never the file: paths stay out of what users see.
-        errors.print(
-            f"error: {exc.strerror or 'a file operation failed'}; check --home / CAIRN_HOME"
-        )
-        raise SystemExit(1) from None
-    except sa.exc.SQLAlchemyError as exc:
-        errors.print(
-            f"error: the store refused an operation ({type(exc).__name__}); "
-            "check CAIRN_DATABASE_URL and that the database is up, then try again"
-        )
-        raise SystemExit(1) from None
-    except KeyboardInterrupt:
+        _check_arguments(args)
+        code = app(args=args, prog_name="cairn", standalone_mode=False)
+    except click_errors.NoArgsIsHelpError as exc:
+        # `cairn user`: what it offers, which is no error (Typer's rich help prints itself).
+        if exc.format_message().strip():
+            typer.echo(exc.format_message())
+        code = 0
+    except (KeyboardInterrupt, typer.Abort):
         errors.print("interrupted; jobs in flight resume from their last recorded stage")
         raise SystemExit(130) from None
+    except Exception as exc:
+        failure = _failure(exc)
+        if failure is None:
+            raise  # a bug: its traceback is what a report needs
+        _fail(args, *failure)
+    if code:
+        raise SystemExit(code)
+
+
+def _failure(exc: Exception) -> tuple[str, int] | None:
+    """The one line a person reads for `exc` and the exit code, or None for an unexpected error."""
+    if isinstance(exc, click_errors.UsageError):
+        # Click's own usage errors (a missing argument, an unknown option): 2, like ours.
+        where = exc.ctx.command_path if exc.ctx else "cairn"
+        return f"{exc.format_message().rstrip('.')} (see `{where} --help`)", 2
+    if isinstance(exc, click_errors.ClickException):
+        return exc.format_message(), exc.exit_code
+    if isinstance(exc, CairnError):
+        return str(exc), exc.exit_code
+    if isinstance(exc, OSError):
+        # The message names what failed, never the file: paths stay out of what users see.
+        return f"{exc.strerror or 'a file operation failed'}; check --home / CAIRN_HOME", 1
+    if isinstance(exc, sa.exc.SQLAlchemyError):
+        return (
+            f"the store refused an operation ({type(exc).__name__}); "
+            "check CAIRN_DATABASE_URL and that the database is up, then try again"
+        ), 1
+    return None
+
+
+def _check_arguments(args: list[str]) -> None:
+    # Bytes that are not UTF-8 reach Python as lone surrogates, which no store or terminal
+    # takes; refused here, once, before any command sees them.
+    for position, arg in enumerate(args, start=1):
+        if not arg.isascii():
+            try:
+                arg.encode("utf-8")
+            except UnicodeEncodeError:
+                raise UsageError(
+                    f"argument {position} is not valid UTF-8 text; type it again as plain text"
+                ) from None
+
+
+def _fail(args: list[str], message: str, code: int) -> NoReturn:
+    """Print one error, as `{"error": ...}` under --json, and exit with `code`."""
+    # An error may quote what a person typed (a token pasted by mistake): mask it too.
+    line = " ".join(edge_sanitizer().clean(message, 2000).split())  # and keep it one line
+    if "--json" in (args[: args.index("--")] if "--" in args else args):
+        typer.echo(json.dumps({"error": line}), err=True)
+    else:
+        errors.print(f"error: {line}")
+    raise SystemExit(code)

@@ -7,7 +7,7 @@ from typing import Any
 import sqlalchemy as sa
 import typer
 
-from cairn.cli.context import AS_OPTION, JSON_OPTION, console, print_json, session
+from cairn.cli.context import AS_OPTION, JOB_OPTION, JSON_OPTION, console, print_json, session
 from cairn.jobs import people
 from cairn.jobs.policy import POLICY_GATE, GroupPolicy, change_policy
 from cairn.store import identity
@@ -65,7 +65,8 @@ def user_add(
     s = session(ctx)
     role = "admin" if admin else "member"
     with s.store() as store, store.begin() as conn:
-        _, token = people.create_user(conn, name, s.actor(as_user), group=group, role=role)
+        user, token = people.create_user(conn, name, s.actor(as_user), group=group, role=role)
+    name = user.name  # the canonical (case-folded) name is the one to use from now on
     if as_json:
         print_json({"name": name, "group": group, "role": role, "token": token})
         return
@@ -233,7 +234,7 @@ def _group_record(conn: sa.Connection, group: Group) -> dict[str, Any]:
 
 def audit_log(
     ctx: typer.Context,
-    job: int | None = typer.Option(None, "--job", help="Only this job's decisions."),
+    job: int | None = JOB_OPTION,
     policy_only: bool = typer.Option(False, "--policy", help="Only group policy changes."),
     as_json: bool = JSON_OPTION,
 ) -> None:

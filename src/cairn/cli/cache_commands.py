@@ -70,7 +70,10 @@ def prune(
         False, "--all", help="Also remove ready entries (the next job prepares them again)."
     ),
     unused_days: int | None = typer.Option(
-        None, "--unused-days", help="Also remove ready entries unused for this many days."
+        None,
+        "--unused-days",
+        max=36_500,  # a bound keeps `now - days` a date: no cache is a century old
+        help="Also remove ready entries unused for this many days.",
     ),
     as_json: bool = JSON_OPTION,
 ) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from cairn.cli.context import AS_OPTION, JSON_OPTION, console, print_json, session
+from cairn.cli.context import AS_OPTION, JOB_ARGUMENT, JSON_OPTION, console, print_json, session
 from cairn.errors import NotAllowed
 from cairn.jobs import gates
 from cairn.jobs.submit import retry_job
@@ -14,7 +14,7 @@ from cairn.stages import Stage, Status
 
 def approve(
     ctx: typer.Context,
-    job_id: int,
+    job_id: int = JOB_ARGUMENT,
     as_user: str | None = AS_OPTION,
     reason: str | None = typer.Option(None, "--reason", help="Why (recorded with the decision)."),
 ) -> None:
@@ -32,7 +32,7 @@ def approve(
 
 def reject(
     ctx: typer.Context,
-    job_id: int,
+    job_id: int = JOB_ARGUMENT,
     reason: str = typer.Option(..., "--reason", help="Why (required, recorded)."),
     as_user: str | None = AS_OPTION,
 ) -> None:
@@ -45,7 +45,7 @@ def reject(
     console.print(f"job {job.id}: rejected; now {job.status} at {job.stage}")
 
 
-def cancel(ctx: typer.Context, job_id: int, as_user: str | None = AS_OPTION) -> None:
+def cancel(ctx: typer.Context, job_id: int = JOB_ARGUMENT, as_user: str | None = AS_OPTION) -> None:
     """Cancel a job that has not ended (the requester or an admin)."""
     s = session(ctx)
     with s.store() as store, store.begin() as conn:
@@ -53,7 +53,7 @@ def cancel(ctx: typer.Context, job_id: int, as_user: str | None = AS_OPTION) -> 
     console.print(f"job {job_id}: cancelled")
 
 
-def resume(ctx: typer.Context, job_id: int, as_user: str | None = AS_OPTION) -> None:
+def resume(ctx: typer.Context, job_id: int = JOB_ARGUMENT, as_user: str | None = AS_OPTION) -> None:
     """Continue a blocked job once what blocked it is fixed (the requester or an admin)."""
     s = session(ctx)
     with s.store() as store, store.begin() as conn:
@@ -68,7 +68,10 @@ def resume(ctx: typer.Context, job_id: int, as_user: str | None = AS_OPTION) -> 
 
 
 def retry(
-    ctx: typer.Context, job_id: int, as_user: str | None = AS_OPTION, as_json: bool = JSON_OPTION
+    ctx: typer.Context,
+    job_id: int = JOB_ARGUMENT,
+    as_user: str | None = AS_OPTION,
+    as_json: bool = JSON_OPTION,
 ) -> None:
     """Request an ended job again as a new job linked to it; the old job stays as it is."""
     s = session(ctx)

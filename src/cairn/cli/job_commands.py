@@ -9,7 +9,15 @@ from collections.abc import Callable
 import typer
 
 from cairn.agents.registry import load_agent_spec
-from cairn.cli.context import AS_OPTION, JSON_OPTION, console, errors, print_json, session
+from cairn.cli.context import (
+    AS_OPTION,
+    JOB_ARGUMENT,
+    JSON_OPTION,
+    console,
+    errors,
+    print_json,
+    session,
+)
 from cairn.cli.progress import StagePrinter, next_step
 from cairn.engine import Faults
 from cairn.errors import InvalidState, UsageError
@@ -102,7 +110,7 @@ def jobs(
         )
 
 
-def show(ctx: typer.Context, job_id: int, as_json: bool = JSON_OPTION) -> None:
+def show(ctx: typer.Context, job_id: int = JOB_ARGUMENT, as_json: bool = JSON_OPTION) -> None:
     """Show one job: stages, decisions, dependency requests, effects and diagnosis."""
     with session(ctx).store() as store, store.begin() as conn:
         detail = job_detail(conn, job_id)

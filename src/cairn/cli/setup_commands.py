@@ -9,7 +9,7 @@ import typer
 
 from cairn.cli.authority_commands import AUTO_KINDS, RUN_APPROVAL, policy_settings
 from cairn.cli.context import AS_OPTION, JSON_OPTION, console, errors, print_json, session
-from cairn.errors import UsageError
+from cairn.errors import UsageError, WorkspaceError
 from cairn.jobs.policy import GroupPolicy, require_group_admin
 from cairn.store import database, identity
 from cairn.store.rooms import create_room, get_room, list_rooms, rebind_room
@@ -118,8 +118,12 @@ def _binding(repo: str, base: str | None, git_timeout: float) -> tuple[str, str]
     branch = base or "main"
     # A spinner only where a person watches: piped output stays plain.
     waiting = errors.status("reaching the repository") if errors.is_terminal else None
-    with waiting or contextlib.nullcontext():
-        tip = remote_branch_sha(location, branch, timeout=git_timeout)
+    try:
+        with waiting or contextlib.nullcontext():
+            tip = remote_branch_sha(location, branch, timeout=git_timeout)
+    except WorkspaceError as exc:
+        # The repository named on the command line cannot be read: bad input, as a bad path is.
+        raise UsageError(f"{exc}; check --repo") from None
     if tip is None:
         raise UsageError(f"the repository has no branch {branch!r}; pass the right one with --base")
     return location, branch

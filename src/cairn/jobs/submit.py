@@ -10,7 +10,7 @@ from cairn.errors import InvalidState, NotAllowed, UsageError
 from cairn.jobs import run_gate
 from cairn.jobs.access import BINDING_KEY, room_binding
 from cairn.jobs.policy import JOB_KINDS
-from cairn.sanitize import Sanitizer
+from cairn.sanitize import Sanitizer, strip_control
 from cairn.store import effects
 from cairn.store import jobs as job_ledger
 from cairn.store.identity import get_group, get_user, membership
@@ -39,7 +39,7 @@ def submit_job(
     retry_of: int | None = None,
 ) -> Job:
     """Record the request (its text sanitized once) and its job, already at the run gate."""
-    if not text.strip():
+    if not strip_control(text).strip():  # only control characters is empty too
         raise UsageError("the request is empty; say what the agent should do")
     if len(text) > REQUEST_LIMIT:
         raise UsageError(f"the request is longer than {REQUEST_LIMIT} characters; shorten it")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import secrets
 from typing import Any
 
@@ -23,12 +24,26 @@ DEFAULT_POLICY: dict[str, Any] = {
 TOKEN_PREFIX = "cairn_"
 # Actors that decisions name which are not people; no user may take these names.
 RESERVED_USER_NAMES = frozenset({"policy", "cairn", "system"})
+# People and groups are told apart by name in every decision: ASCII only, so a Cyrillic letter
+# cannot make a second "admin", and case-folded, so "Alice" is "alice".
+NAME_RULE = (
+    "ASCII letters (read as lowercase), digits, '.', '_' or '-', starting with a letter or digit"
+)
+_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+
+
+def person_name(name: str, what: str = "user") -> str:
+    """The canonical (case-folded) form of a user or group name; UsageError when it is not one."""
+    folded = name.lower() if name.isascii() else name
+    if not _NAME.fullmatch(folded):
+        raise UsageError(f"a {what} name uses {NAME_RULE}, at most 64 characters")
+    return folded
 
 
 def add_user(conn: sa.Connection, name: str) -> User:
-    """Create a user; names are unique."""
-    _check_name(name, "user")
-    if name.lower() in RESERVED_USER_NAMES:
+    """Create a user; names are unique (case-folded ASCII, see `person_name`)."""
+    name = person_name(name)
+    if name in RESERVED_USER_NAMES:
         raise UsageError(f"{name!r} is reserved for cairn's own decisions; pick another name")
     if find_user(conn, name) is not None:
         raise UsageError(f"user {name!r} already exists; pick another name")
@@ -37,13 +52,13 @@ def add_user(conn: sa.Connection, name: str) -> User:
 
 
 def find_user(conn: sa.Connection, name: str) -> User | None:
-    row = conn.execute(sa.select(users).where(users.c.name == name)).first()
+    row = conn.execute(sa.select(users).where(_named(users.c.name, name))).first()
     return User.from_row(row) if row else None
 
 
 def get_user(conn: sa.Connection, key: int | str) -> User:
-    column = users.c.id if isinstance(key, int) else users.c.name
-    row = conn.execute(sa.select(users).where(column == key)).first()
+    where = users.c.id == key if isinstance(key, int) else _named(users.c.name, key)
+    row = conn.execute(sa.select(users).where(where)).first()
     if row is None:
         raise NotFound(f"no user {key!r}; `cairn user add NAME` creates one")
     return User.from_row(row)
@@ -83,8 +98,8 @@ def has_token(conn: sa.Connection, user_id: int) -> bool:
 
 
 def add_group(conn: sa.Connection, name: str, policy: dict[str, Any] | None = None) -> Group:
-    _check_name(name, "group")
-    if conn.execute(sa.select(groups.c.id).where(groups.c.name == name)).first():
+    name = person_name(name, "group")
+    if conn.execute(sa.select(groups.c.id).where(_named(groups.c.name, name))).first():
         raise UsageError(f"group {name!r} already exists; pick another name")
     values = {
         "name": name,
@@ -96,8 +111,8 @@ def add_group(conn: sa.Connection, name: str, policy: dict[str, Any] | None = No
 
 
 def get_group(conn: sa.Connection, key: int | str) -> Group:
-    column = groups.c.id if isinstance(key, int) else groups.c.name
-    row = conn.execute(sa.select(groups).where(column == key)).first()
+    where = groups.c.id == key if isinstance(key, int) else _named(groups.c.name, key)
+    row = conn.execute(sa.select(groups).where(where)).first()
     if row is None:
         raise NotFound(f"no group {key!r}; `cairn group add NAME` creates one")
     return Group.from_row(row)
@@ -165,6 +180,11 @@ def memberships_of(conn: sa.Connection, user_id: int) -> list[tuple[Group, str]]
         .order_by(groups.c.id)
     )
     return [(Group.from_row(row), row.role) for row in conn.execute(query)]
+
+
+def _named(column: sa.ColumnElement[str], name: str) -> sa.ColumnElement[bool]:
+    # Case-insensitive, so "Alice" finds alice, and a row stored before names were folded too.
+    return sa.func.lower(column) == name.lower()
 
 
 def _check_name(name: str, what: str) -> None:
