@@ -16,9 +16,12 @@ import re
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from cairn.config import Config
 from cairn.errors import CairnError
+
+if TYPE_CHECKING:
+    from cairn.config import Config
 
 DIAGNOSIS_LIMIT = 500
 SUMMARY_LIMIT = 4000
@@ -344,6 +347,8 @@ def user_sanitizer(
 def edge_sanitizer(environ: Mapping[str, str] | None = None) -> Sanitizer:
     """For text printed at the edge (CLI errors): the user sanitizer, even when config is broken."""
     try:
+        from cairn.config import Config  # the CLI's error path: pydantic only when it is needed
+
         return user_sanitizer(Config.from_env(environ))
     except CairnError:
         home = _user_home()

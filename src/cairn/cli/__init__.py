@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-import sqlalchemy as sa
 import typer
 
 try:  # Typer vendors Click; these are the exceptions it raises outside standalone mode.
@@ -24,20 +23,18 @@ from cairn.cli import (
     job_commands,
     setup_commands,
 )
-from cairn.cli.context import Session, errors
+from cairn.cli.context import Session, command_group, errors
 from cairn.cli.demo import demo
-from cairn.config import Config
 from cairn.errors import CairnError, UsageError
 from cairn.sanitize import edge_sanitizer
 
-app = typer.Typer(
+app = command_group(
+    "Resumable AI coding jobs against git repositories.",
     name="cairn",
-    help="Resumable AI coding jobs against git repositories.",
-    no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-audit_app = typer.Typer(help="Check the decision ledger.", no_args_is_help=True)
+audit_app = command_group("Check the decision ledger.")
 
 
 @app.callback()
@@ -49,7 +46,7 @@ def _root(
         help="Where cairn keeps its state (default: CAIRN_HOME, else a per-user dir).",
     ),
 ) -> None:
-    ctx.obj = Session(Config.from_env(home=home))
+    ctx.obj = Session(home=home)
 
 
 app.command()(setup_commands.init)
@@ -115,6 +112,8 @@ def _failure(exc: Exception) -> tuple[str, int] | None:
     if isinstance(exc, OSError):
         # The message names what failed, never the file: paths stay out of what users see.
         return f"{exc.strerror or 'a file operation failed'}; check --home / CAIRN_HOME", 1
+    import sqlalchemy as sa  # the error path only
+
     if isinstance(exc, sa.exc.SQLAlchemyError):
         return (
             f"the store refused an operation ({type(exc).__name__}); "

@@ -2,22 +2,28 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import sqlalchemy as sa
 import typer
 
-from cairn.cli.context import AS_OPTION, JOB_OPTION, JSON_OPTION, console, print_json, session
-from cairn.jobs import people
-from cairn.jobs.policy import POLICY_GATE, GroupPolicy, change_policy
-from cairn.store import identity
-from cairn.store.records import Decision, Group
-from cairn.store.rooms import list_rooms
-from cairn.store.schema import decisions as decisions_table
+from cairn.cli.context import (
+    AS_OPTION,
+    JOB_OPTION,
+    JSON_OPTION,
+    command_group,
+    console,
+    print_json,
+    session,
+)
 
-user_app = typer.Typer(help="Manage users and their API tokens.", no_args_is_help=True)
-group_app = typer.Typer(help="Manage groups, their members and their policy.", no_args_is_help=True)
-member_app = typer.Typer(help="Add people to a group or take them out.", no_args_is_help=True)
+if TYPE_CHECKING:
+    import sqlalchemy as sa
+
+    from cairn.store.records import Decision, Group
+
+user_app = command_group("Manage users and their API tokens.")
+group_app = command_group("Manage groups, their members and their policy.")
+member_app = command_group("Add people to a group or take them out.")
 group_app.add_typer(member_app, name="member")
 
 RUN_APPROVAL = typer.Option(
@@ -62,6 +68,8 @@ def user_add(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Add a user to a group (an admin of it decides) and print their API token once."""
+    from cairn.jobs import people
+
     s = session(ctx)
     role = "admin" if admin else "member"
     with s.store() as store, store.begin() as conn:
@@ -80,6 +88,8 @@ def user_token(
     ctx: typer.Context, name: str, as_user: str | None = AS_OPTION, as_json: bool = JSON_OPTION
 ) -> None:
     """Give a user a new API token (the old one stops working) and print it once."""
+    from cairn.jobs import people
+
     s = session(ctx)
     with s.store() as store, store.begin() as conn:
         token = people.rotate_token(conn, name, s.actor(as_user))
@@ -93,6 +103,8 @@ def user_token(
 @user_app.command("list")
 def user_list(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
     """List users, their groups and roles, and whether they hold an API token."""
+    from cairn.store import identity
+
     with session(ctx).store() as store, store.begin() as conn:
         rows = [
             {
@@ -121,6 +133,9 @@ def group_add(
     as_user: str | None = AS_OPTION,
 ) -> None:
     """Create a group with you as its first admin (strict policy unless options say otherwise)."""
+    from cairn.jobs import people
+    from cairn.jobs.policy import GroupPolicy
+
     s = session(ctx)
     policy = GroupPolicy.parse(policy_settings(run, kinds, dependency, integration))
     with s.store() as store, store.begin() as conn:
@@ -131,6 +146,8 @@ def group_add(
 @group_app.command("list")
 def group_list(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
     """List groups with their policy and size."""
+    from cairn.store import identity
+
     with session(ctx).store() as store, store.begin() as conn:
         rows = [_group_record(conn, g) for g in identity.list_groups(conn)]
     if as_json:
@@ -143,6 +160,8 @@ def group_list(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
 @group_app.command("show")
 def group_show(ctx: typer.Context, name: str, as_json: bool = JSON_OPTION) -> None:
     """Show a group: its policy, members with their roles, and rooms."""
+    from cairn.store import identity
+
     with session(ctx).store() as store, store.begin() as conn:
         row = _group_record(conn, identity.get_group(conn, name))
     if as_json:
@@ -168,6 +187,9 @@ def group_policy(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Show a group's policy, or change it (an admin of the group; every change is a decision)."""
+    from cairn.jobs.policy import GroupPolicy, change_policy
+    from cairn.store import identity
+
     s = session(ctx)
     settings = policy_settings(run, kinds, dependency, integration)
     with s.store() as store, store.begin() as conn:
@@ -197,6 +219,8 @@ def member_add(
     as_user: str | None = AS_OPTION,
 ) -> None:
     """Add an existing user to a group, or change their role in it."""
+    from cairn.jobs import people
+
     s = session(ctx)
     role = "admin" if admin else "member"
     with s.store() as store, store.begin() as conn:
@@ -215,6 +239,8 @@ def member_remove(
     ctx: typer.Context, group: str, name: str, as_user: str | None = AS_OPTION
 ) -> None:
     """Take a user out of a group; their jobs there block at their next gate or resume."""
+    from cairn.jobs import people
+
     s = session(ctx)
     with s.store() as store, store.begin() as conn:
         people.remove_member(conn, group, name, s.actor(as_user))
@@ -222,6 +248,10 @@ def member_remove(
 
 
 def _group_record(conn: sa.Connection, group: Group) -> dict[str, Any]:
+    from cairn.jobs.policy import GroupPolicy
+    from cairn.store import identity
+    from cairn.store.rooms import list_rooms
+
     policy = GroupPolicy.of(group)
     return {
         "name": group.name,
@@ -239,6 +269,12 @@ def audit_log(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """List decisions, oldest first: gate decisions on jobs and group policy changes."""
+    import sqlalchemy as sa
+
+    from cairn.jobs.policy import POLICY_GATE
+    from cairn.store.records import Decision
+    from cairn.store.schema import decisions as decisions_table
+
     query = sa.select(decisions_table).order_by(decisions_table.c.id)
     if job is not None:
         query = query.where(decisions_table.c.job_id == job)

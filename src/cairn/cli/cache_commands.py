@@ -4,18 +4,18 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
-from cairn.cli.context import JSON_OPTION, Session, console, print_json, session
-from cairn.deps.cache import DependencyCache
+from cairn.cli.context import JSON_OPTION, Session, command_group, console, print_json, session
 from cairn.errors import UsageError
-from cairn.store.dependency_caches import CacheRecord, CacheStatus
 
-cache_app = typer.Typer(
-    help="Inspect and tidy the dependency cache (read-only entries, one per fingerprint).",
-    no_args_is_help=True,
+if TYPE_CHECKING:
+    from cairn.store.dependency_caches import CacheRecord
+
+cache_app = command_group(
+    "Inspect and tidy the dependency cache (read-only entries, one per fingerprint)."
 )
 
 
@@ -27,6 +27,8 @@ def cache_root(s: Session) -> Path:
 @cache_app.command("list")
 def list_entries(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
     """List this host's entries: fingerprint, ecosystem, status, packages and size."""
+    from cairn.deps.cache import DependencyCache
+
     s = session(ctx)
     with s.store() as store:
         rows = [entry_row(r) for r in DependencyCache(store, cache_root(s)).entries()]
@@ -42,6 +44,9 @@ def list_entries(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
 @cache_app.command("verify")
 def verify(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
     """Recompute every ready entry's content identity; quarantine those that changed."""
+    from cairn.deps.cache import DependencyCache
+    from cairn.store.dependency_caches import CacheStatus
+
     s = session(ctx)
     with s.store() as store:
         cache = DependencyCache(store, cache_root(s))
@@ -78,6 +83,8 @@ def prune(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Remove failed, quarantined and abandoned entries (entries in use are kept)."""
+    from cairn.deps.cache import DependencyCache
+
     if unused_days is not None and unused_days < 0:
         raise UsageError("--unused-days must be zero or more, for example --unused-days 30")
     unused = timedelta(days=unused_days) if unused_days is not None else None

@@ -1,4 +1,8 @@
-"""What every command shares: the configuration, the store, the acting user, the console."""
+"""What every command shares: the configuration, the store, the acting user, the console.
+
+This module is imported by every command, `cairn --help` included, so it imports nothing
+heavy at the top: Rich, pydantic and SQLAlchemy load when a command first uses them.
+"""
 
 from __future__ import annotations
 
@@ -6,45 +10,78 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from functools import cache, cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.console import Console
-from rich.text import Text
 
-from cairn.config import Config
 from cairn.errors import UsageError
 from cairn.sanitize import strip_control
-from cairn.store import Store
-from cairn.store.identity import person_name
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from cairn.config import Config
+    from cairn.store import Store
 
 # The ids a store can hold (its id columns are INTEGER, 32 bits on PostgreSQL): anything else
 # is a usage error at the edge, before a database sees it.
 MAX_ID = 2**31 - 1
 
 
-class UserTextConsole(Console):
-    """A console for text people and agents wrote: printed literally, never obeyed."""
+@cache
+def _console(stderr: bool) -> Console:
+    """A Rich console for text people and agents wrote: printed literally, never obeyed."""
+    from rich.console import Console
 
-    def render_str(self, text: str, **kwargs: Any) -> Text:
-        # Stored text is stripped when written; stripped again here so that a row from before
-        # (or from another writer) cannot hide or fake what cairn prints beside it.
-        return super().render_str(strip_control(text), **kwargs)
+    class UserTextConsole(Console):
+        def render_str(self, text: str, **kwargs: Any) -> Any:
+            # Stored text is stripped when written; stripped again here so that a row from
+            # before (or from another writer) cannot hide or fake what cairn prints beside it.
+            return super().render_str(strip_control(text), **kwargs)
+
+    # No markup: requests, reasons and diagnoses are user text, and `[x]` in them is not a style.
+    return UserTextConsole(stderr=stderr, highlight=False, soft_wrap=True, markup=False)
 
 
-# No markup: requests, reasons and diagnoses are user text, and `[x]` in them is not a style.
-console = UserTextConsole(highlight=False, soft_wrap=True, markup=False)
-errors = UserTextConsole(stderr=True, highlight=False, soft_wrap=True, markup=False)
+class _LazyConsole:
+    """Stands for a Rich console that is built (and Rich imported) on first use."""
+
+    def __init__(self, *, stderr: bool) -> None:
+        self._stderr = stderr
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(_console(self._stderr), name)
+
+
+console: Console = _LazyConsole(stderr=False)  # type: ignore[assignment]
+errors: Console = _LazyConsole(stderr=True)  # type: ignore[assignment]
 
 
 @dataclass
 class Session:
-    """Built once per invocation from the environment and the global options."""
+    """Built once per invocation from the global options; the environment is read on first use.
 
-    config: Config
+    Reading it lazily keeps pydantic off the path of `cairn COMMAND --help`.
+    """
+
+    given: Config | None = None
+    home: Path | None = None
+
+    @cached_property
+    def config(self) -> Config:
+        """The configuration: the one given, else CAIRN_* variables with `--home` winning."""
+        if self.given is not None:
+            return self.given
+        from cairn.config import Config
+
+        return Config.from_env(home=self.home)
 
     def actor(self, as_user: str | None) -> str:
         """The acting user's canonical name, from `--as`, else CAIRN_USER, else admin."""
+        from cairn.store.identity import person_name
+
         name = as_user or self.config.user
         try:
             return person_name(name)
@@ -54,11 +91,18 @@ class Session:
 
     @contextmanager
     def store(self, *, create: bool = False) -> Iterator[Store]:
+        from cairn.store import Store
+
         store = Store.open(self.config.store_url, create=create)
         try:
             yield store
         finally:
             store.close()
+
+
+def command_group(help: str, **settings: Any) -> typer.Typer:
+    """A group of subcommands with plain help: Rich-formatted help would import Rich at once."""
+    return typer.Typer(help=help, no_args_is_help=True, rich_markup_mode=None, **settings)
 
 
 def session(ctx: typer.Context) -> Session:

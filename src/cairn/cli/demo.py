@@ -11,14 +11,15 @@ from pathlib import Path
 import typer
 
 from cairn.cli.context import console
-from cairn.cli.progress import StagePrinter
-from cairn.demo import run_demo
 
 
 def demo(
     keep: bool = typer.Option(False, "--keep", help="Keep the temporary folder afterwards."),
 ) -> None:
     """Run a scripted job through a dependency gate, review and delivery on a sample repository."""
+    from cairn.cli.progress import StagePrinter
+    from cairn.demo import run_demo
+
     # The demo's agent and verify command call `python`; make that the interpreter running cairn.
     os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     folder = tempfile.mkdtemp(prefix="cairn-demo-")

@@ -6,9 +6,6 @@ import typer
 
 from cairn.cli.context import AS_OPTION, JOB_ARGUMENT, JSON_OPTION, console, print_json, session
 from cairn.errors import NotAllowed
-from cairn.jobs import gates
-from cairn.jobs.submit import retry_job
-from cairn.sanitize import user_sanitizer
 from cairn.stages import Stage, Status
 
 
@@ -19,6 +16,9 @@ def approve(
     reason: str | None = typer.Option(None, "--reason", help="Why (recorded with the decision)."),
 ) -> None:
     """Approve the gate a job waits at (run, dependency or integration)."""
+    from cairn.jobs import gates
+    from cairn.sanitize import user_sanitizer
+
     s = session(ctx)
     with s.store() as store, store.begin() as conn:
         job = gates.approve(
@@ -37,6 +37,9 @@ def reject(
     as_user: str | None = AS_OPTION,
 ) -> None:
     """Reject at the gate a job waits at, with a reason."""
+    from cairn.jobs import gates
+    from cairn.sanitize import user_sanitizer
+
     s = session(ctx)
     with s.store() as store, store.begin() as conn:
         job = gates.reject(
@@ -47,6 +50,8 @@ def reject(
 
 def cancel(ctx: typer.Context, job_id: int = JOB_ARGUMENT, as_user: str | None = AS_OPTION) -> None:
     """Cancel a job that has not ended (the requester or an admin)."""
+    from cairn.jobs import gates
+
     s = session(ctx)
     with s.store() as store, store.begin() as conn:
         gates.cancel(conn, job_id, s.actor(as_user))
@@ -55,6 +60,8 @@ def cancel(ctx: typer.Context, job_id: int = JOB_ARGUMENT, as_user: str | None =
 
 def resume(ctx: typer.Context, job_id: int = JOB_ARGUMENT, as_user: str | None = AS_OPTION) -> None:
     """Continue a blocked job once what blocked it is fixed (the requester or an admin)."""
+    from cairn.jobs import gates
+
     s = session(ctx)
     with s.store() as store, store.begin() as conn:
         job = gates.resume(conn, job_id, s.actor(as_user))
@@ -74,6 +81,8 @@ def retry(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Request an ended job again as a new job linked to it; the old job stays as it is."""
+    from cairn.jobs.submit import retry_job
+
     s = session(ctx)
     with s.store() as store, store.begin() as conn:
         job = retry_job(conn, job_id, s.actor(as_user))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import typer
 
 from cairn.cli.context import JSON_OPTION, console, print_json, session
-from cairn.jobs.gc import collect
 
 BRANCHES_OPTION = typer.Option(
     False,
@@ -16,6 +15,8 @@ BRANCHES_OPTION = typer.Option(
 
 def gc(ctx: typer.Context, branches: bool = BRANCHES_OPTION, as_json: bool = JSON_OPTION) -> None:
     """Remove workspaces of ended jobs and tidy cairn's mirrors; never touches your checkouts."""
+    from cairn.jobs.gc import collect
+
     s = session(ctx)
     with s.store() as store:
         done = collect(store, s.config, branches=branches)

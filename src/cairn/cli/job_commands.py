@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import typer
 
-from cairn.agents.registry import load_agent_spec
 from cairn.cli.context import (
     AS_OPTION,
     JOB_ARGUMENT,
@@ -18,18 +18,12 @@ from cairn.cli.context import (
     print_json,
     session,
 )
-from cairn.cli.progress import StagePrinter, next_step
-from cairn.engine import Faults
 from cairn.errors import InvalidState, UsageError
-from cairn.jobs.runner import Runner, Terminated, sigterm_interrupts
-from cairn.jobs.submit import submit_job
-from cairn.jobs.view import job_detail, job_summary
-from cairn.sanitize import user_sanitizer
 from cairn.stages import Status
-from cairn.store import Store, decisions
-from cairn.store import jobs as job_ledger
-from cairn.store.records import Job
-from cairn.store.rooms import get_room
+
+if TYPE_CHECKING:
+    from cairn.store import Store
+    from cairn.store.records import Job
 
 AGENT_OPTION = typer.Option(..., "--agent", help="The agent, e.g. script:PATH to a YAML script.")
 KIND_OPTION = typer.Option(
@@ -66,6 +60,8 @@ def run(
 
     Ctrl-C (or SIGTERM) hands the job back and prints the command that continues it.
     """
+    from cairn.cli.progress import StagePrinter, next_step
+
     job = _submit(ctx, room, request, agent, as_user, kind)
     console.print(f"job {job.id} submitted")
     if job.status is Status.waiting:
@@ -97,6 +93,10 @@ def jobs(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """List jobs with their stage and status."""
+    from cairn.jobs.view import job_summary
+    from cairn.store import jobs as job_ledger
+    from cairn.store.rooms import get_room
+
     with session(ctx).store() as store, store.begin() as conn:
         room_id = get_room(conn, room).id if room else None
         rows = [job_summary(conn, job) for job in job_ledger.list_jobs(conn, room_id)]
@@ -112,6 +112,8 @@ def jobs(
 
 def show(ctx: typer.Context, job_id: int = JOB_ARGUMENT, as_json: bool = JSON_OPTION) -> None:
     """Show one job: stages, decisions, dependency requests, effects and diagnosis."""
+    from cairn.jobs.view import job_detail
+
     with session(ctx).store() as store, store.begin() as conn:
         detail = job_detail(conn, job_id)
     if as_json:
@@ -149,6 +151,8 @@ def audit_verify(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Check the whole decision chain and name the first broken row."""
+    from cairn.store import decisions
+
     if head is not None and not re.fullmatch(r"[0-9a-f]{64}", head.strip().lower()):
         raise UsageError("--head takes the 64-character hash that `cairn audit head` printed")
     anchor = head.strip().lower() if head is not None else None
@@ -174,6 +178,8 @@ def audit_verify(
 
 def audit_head(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
     """Print the decision count and the chain's head hash, to keep somewhere else."""
+    from cairn.store import decisions
+
     with session(ctx).store() as store, store.begin() as conn:
         report = decisions.verify_chain(conn)
     if not report.ok:
@@ -190,6 +196,10 @@ def audit_head(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
 def _submit(
     ctx: typer.Context, room: str, request: str, agent: str, as_user: str | None, kind: str
 ) -> Job:
+    from cairn.agents.registry import load_agent_spec
+    from cairn.jobs.submit import submit_job
+    from cairn.sanitize import user_sanitizer
+
     s = session(ctx)
     spec = load_agent_spec(agent)
     with s.store() as store, store.begin() as conn:
@@ -205,6 +215,10 @@ def _submit(
 
 
 def _work(ctx: typer.Context, *, until_idle: bool, job_id: int | None) -> list[Job]:
+    from cairn.cli.progress import StagePrinter, next_step
+    from cairn.engine import Faults
+    from cairn.jobs.runner import Runner, Terminated, sigterm_interrupts
+
     s = session(ctx)
     with s.store() as store:
         # CAIRN_FAULTS is a testing aid (crash points); only this entry point reads it.
@@ -242,6 +256,9 @@ def _waiting(job_id: int | None) -> Callable[[], None]:
 
 def _stopped(store: Store, job_id: int | None) -> str:
     """The line a stopped runner leaves: for `run`, the one command that continues its job."""
+    from cairn.cli.progress import next_step
+    from cairn.store import jobs as job_ledger
+
     if job_id is None:
         return "stopped; a job in flight was handed back and resumes from its last stage"
     with store.begin() as conn:

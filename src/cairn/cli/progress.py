@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.text import Text
 
 from cairn.cli.context import console
 from cairn.stages import Status
-from cairn.store.records import Job
+
+if TYPE_CHECKING:
+    from cairn.store.records import Job
 
 _NEXT_STEP = {
     "awaiting_run_approval": (

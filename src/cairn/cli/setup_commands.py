@@ -8,16 +8,18 @@ from pathlib import Path
 import typer
 
 from cairn.cli.authority_commands import AUTO_KINDS, RUN_APPROVAL, policy_settings
-from cairn.cli.context import AS_OPTION, JSON_OPTION, console, errors, print_json, session
-from cairn.errors import UsageError, WorkspaceError
-from cairn.jobs.policy import GroupPolicy, require_group_admin
-from cairn.store import database, identity
-from cairn.store.rooms import create_room, get_room, list_rooms, rebind_room
-from cairn.workspace.delivery import remote_branch_sha
-
-room_app = typer.Typer(
-    help="Manage rooms (a repository and base branch for a group).", no_args_is_help=True
+from cairn.cli.context import (
+    AS_OPTION,
+    JSON_OPTION,
+    command_group,
+    console,
+    errors,
+    print_json,
+    session,
 )
+from cairn.errors import UsageError, WorkspaceError
+
+room_app = command_group("Manage rooms (a repository and base branch for a group).")
 SOLO_HINT = (
     "A run waits for an admin other than its requester (run_approval=admin). Add a second "
     "admin with `cairn user add NAME --admin`, or let the policy approve your own interactive "
@@ -31,6 +33,9 @@ def init(
     kinds: str | None = AUTO_KINDS,
 ) -> None:
     """Create the cairn home and store, group `default` and its admin user `admin`."""
+    from cairn.jobs.policy import GroupPolicy
+    from cairn.store import database, identity
+
     s = session(ctx)
     policy = GroupPolicy.parse(policy_settings(run, kinds, None, None))
     database.create_home(s.config.home)
@@ -58,6 +63,10 @@ def room_create(
     as_user: str | None = AS_OPTION,
 ) -> None:
     """Bind a new room to a repository and base branch (an admin of the group decides)."""
+    from cairn.jobs.policy import require_group_admin
+    from cairn.store import identity
+    from cairn.store.rooms import create_room
+
     s = session(ctx)
     location, branch = _binding(repo, base, s.config.git_timeout)
     with s.store() as store, store.begin() as conn:
@@ -83,6 +92,10 @@ def room_rebind(
     as_user: str | None = AS_OPTION,
 ) -> None:
     """Bind a room to another repository or branch; jobs requested before then will block."""
+    from cairn.jobs.policy import require_group_admin
+    from cairn.store import identity
+    from cairn.store.rooms import get_room, rebind_room
+
     s = session(ctx)
     location, branch = _binding(repo, base, s.config.git_timeout)
     with s.store() as store, store.begin() as conn:
@@ -96,6 +109,9 @@ def room_rebind(
 @room_app.command("list")
 def room_list(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
     """List the rooms."""
+    from cairn.store import identity
+    from cairn.store.rooms import list_rooms
+
     with session(ctx).store() as store, store.begin() as conn:
         rooms = [
             {
@@ -114,6 +130,8 @@ def room_list(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
 
 
 def _binding(repo: str, base: str | None, git_timeout: float) -> tuple[str, str]:
+    from cairn.workspace.delivery import remote_branch_sha
+
     location = _repository(repo)
     branch = base or "main"
     # A spinner only where a person watches: piped output stays plain.

@@ -5,18 +5,21 @@ from __future__ import annotations
 import errno
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
-from alembic import command
-from alembic.config import Config as AlembicConfig
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy.engine import Engine
 
 from cairn.errors import StoreError
 
+if TYPE_CHECKING:
+    from alembic.config import Config as AlembicConfig
+    from alembic.script import ScriptDirectory
+
 MIGRATIONS = Path(__file__).parent / "migrations"
+HEAD_REVISION = "0001"
+"""The newest migration, known without Alembic so that opening an up-to-date store (every
+command) does not import it; a test checks it against Alembic's own head."""
 SQLITE_BUSY_MS = 30_000
 # psycopg 3 is the PostgreSQL driver either way; a plain postgresql:// URL means it too.
 POSTGRES_SCHEMES = ("postgresql:", "postgresql+psycopg:")
@@ -150,6 +153,8 @@ def _sqlite_engine(url: str) -> Engine:
 
 
 def _alembic_config(connection: sa.Connection) -> AlembicConfig:
+    from alembic.config import Config as AlembicConfig
+
     config = AlembicConfig()
     config.set_main_option("script_location", str(MIGRATIONS))
     config.attributes["connection"] = connection
@@ -157,6 +162,9 @@ def _alembic_config(connection: sa.Connection) -> AlembicConfig:
 
 
 def _scripts() -> ScriptDirectory:
+    from alembic.config import Config as AlembicConfig
+    from alembic.script import ScriptDirectory
+
     config = AlembicConfig()
     config.set_main_option("script_location", str(MIGRATIONS))
     return ScriptDirectory.from_config(config)
@@ -176,11 +184,17 @@ def is_known_revision(revision: str) -> bool:
 
 def current_revision(engine: Engine) -> str | None:
     """The migration the database is at, or None for an empty database."""
+    # Alembic's own table, read directly: Alembic itself is imported only to migrate.
     with engine.connect() as connection:
-        return MigrationContext.configure(connection).get_current_revision()
+        if not sa.inspect(connection).has_table("alembic_version"):
+            return None
+        versions = connection.execute(sa.text("SELECT version_num FROM alembic_version"))
+        return versions.scalar()
 
 
 def upgrade(engine: Engine) -> None:
     """Bring the database to the newest migration."""
+    from alembic import command
+
     with engine.begin() as connection:
         command.upgrade(_alembic_config(connection), "head")

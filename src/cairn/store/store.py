@@ -98,6 +98,8 @@ def installation_of(conn: sa.Connection) -> str:
 def _migrate(engine: Engine, *, create: bool) -> None:
     """Bring a cairn store to the newest schema; refuse an empty or a newer one."""
     current = database.current_revision(engine)
+    if current == database.HEAD_REVISION:
+        return
     if current is None and not create:
         raise StoreError(database.NO_STORE)
     if current is not None and not database.is_known_revision(current):
