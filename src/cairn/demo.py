@@ -67,7 +67,7 @@ def run_demo(workdir: Path, narrate: Narrate, on_progress: ProgressCallback | No
 
 def _through_the_gates(store: Store, runner: Runner, job_id: int, narrate: Narrate) -> None:
     """Run gate, dependency gate, integration gate: each decided by admin, narrated."""
-    runner.work(until_idle=True)
+    # Submit already put the job at the run gate: nothing runs before the first decision.
     _expect(store, job_id, Stage.awaiting_run_approval, narrate)
     narrate(
         "Group default's policy is run_approval=admin: nothing runs until an admin other than "

@@ -9,7 +9,7 @@ class Stage(StrEnum):
     """A progress stage: the only stage names a user ever sees."""
 
     queued = "queued"
-    """Submitted; no runner has looked at it yet."""
+    """Submitted before the run gate was decided at submit (rows of an older cairn)."""
     awaiting_run_approval = "awaiting_run_approval"
     """The run gate: nothing runs until someone (or the group policy) approves."""
     preparing_baseline = "preparing_baseline"

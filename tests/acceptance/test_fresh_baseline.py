@@ -33,7 +33,8 @@ def test_resume_takes_a_fresh_baseline_once_the_owner_commits_the_missing_file(c
     (cli.repo / "pyproject.toml").write_text(SAMPLE_FILES["pyproject.toml"])
     cli.git("add", "pyproject.toml")
     cli.git(*OWNER, "commit", "-qm", "add the project file")
-    cli("resume", str(job))
+    resumed = cli("resume", str(job)).stdout
+    assert "takes a fresh baseline of the base branch" in resumed
     shown = cli("show", str(job)).stdout
     assert "decision  resume resumed by admin: " in shown and "fresh baseline of main" in shown
     assert "diagnosis" not in shown, "the block's diagnosis went with the block"

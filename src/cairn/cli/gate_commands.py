@@ -71,6 +71,13 @@ def resume(ctx: typer.Context, job_id: int = JOB_ARGUMENT, as_user: str | None =
     if job.stage is Stage.delivering:
         console.print(f"job {job_id}: a runner retries the delivery, merge included (`cairn work`)")
         return
+    if job.baseline is None:
+        # What blocked it lay in the repository (or it had no baseline yet): fetched anew.
+        console.print(
+            f"job {job_id}: runnable again; a runner takes a fresh baseline of the base branch "
+            "and carries it on (`cairn work`)"
+        )
+        return
     console.print(f"job {job_id}: runnable again; a runner carries it on (`cairn work`)")
 
 
