@@ -32,7 +32,7 @@ def test_room_create_gives_up_on_a_silent_repository_and_creates_nothing(cli: Cl
         )
         assert server.accepted >= 1
         assert server.all_hung_up(within=10), "git's helper process was left running"
-    assert done.returncode != 0
+    assert done.returncode == 2, "the repository named on the command line is bad input"
     assert done.stderr.strip() == GAVE_UP
     assert done.stdout == ""
     assert cli.json("room", "list") == []
@@ -56,7 +56,7 @@ def test_room_create_shows_a_spinner_only_on_a_terminal(cli: Cli) -> None:
         finally:
             os.close(follower)
         shown = _read_all(leader)
-    assert done.returncode != 0
+    assert done.returncode == 2
     assert "reaching the repository" in shown
     assert GAVE_UP in shown
     cli.assert_private(shown)

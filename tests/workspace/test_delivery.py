@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -93,9 +94,9 @@ def test_push_branch_never_moves_a_branch_that_appeared_meanwhile(
     plain_git(repo, "branch", "cairn/job-1", baseline)  # an ancestor: a fetch would move it
     real, looks = delivery.remote_branch_sha, []
 
-    def first_look_misses(*args: str) -> str | None:
+    def first_look_misses(*args: str, **settings: Any) -> str | None:
         looks.append(args)
-        return None if len(looks) == 1 else real(*args)
+        return None if len(looks) == 1 else real(*args, **settings)
 
     monkeypatch.setattr(delivery, "remote_branch_sha", first_look_misses)
     with pytest.raises(BranchTaken, match="neither adopts nor overwrites"):

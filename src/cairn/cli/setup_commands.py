@@ -131,6 +131,7 @@ def room_list(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
 
 def _binding(repo: str, base: str | None, git_timeout: float) -> tuple[str, str]:
     from cairn.workspace.delivery import remote_branch_sha
+    from cairn.workspace.git import GitTimeout
 
     location = _repository(repo)
     branch = base or "main"
@@ -139,6 +140,8 @@ def _binding(repo: str, base: str | None, git_timeout: float) -> tuple[str, str]
     try:
         with waiting or contextlib.nullcontext():
             tip = remote_branch_sha(location, branch, timeout=git_timeout)
+    except GitTimeout as exc:
+        raise UsageError(str(exc)) from None  # it says already what to check
     except WorkspaceError as exc:
         # The repository named on the command line cannot be read: bad input, as a bad path is.
         raise UsageError(f"{exc}; check --repo") from None
