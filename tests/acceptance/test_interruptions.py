@@ -227,7 +227,7 @@ def test_a_stopped_runner_hands_its_job_back_at_once(
     handed_back = cli.show(job)
     assert handed_back["status"] == "queued", handed_back
     log = (cli.tmp / "background-0.log").read_text()
-    assert "stopped; a job in flight was handed back and resumes from its last stage" in log
+    assert "stopped; any job it held was handed back and resumes from its last stage" in log
 
     cli.work()  # claims the job now, not an hour from now
     assert cli.show(job)["stage"] == "awaiting_review"

@@ -14,7 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from acceptance.conftest import Cli
+from cairn.errors import UsageError
+from cairn.jobs import gates
 from cairn.sanitize import Sanitizer, strip_control
+from cairn.store import Store
 
 # Everything a terminal may obey rather than print: C0 but newline and tab, DEL, C1, and the
 # bidi overrides and isolates.
@@ -115,3 +118,13 @@ def test_show_and_jobs_print_no_control_character_and_the_real_diffstat(cli: Cli
     for row in stored:
         for value in row:
             assert value is None or not CONTROL.search(value), repr(value)
+
+
+def test_a_rejection_reason_of_control_characters_only_is_refused(store_url: str) -> None:
+    store = Store.open(store_url, create=True)
+    try:
+        with store.begin() as conn, pytest.raises(UsageError, match="needs a reason"):
+            # Refused before the job is even looked up: an escape sequence says nothing.
+            gates.reject(conn, 1, "admin", "\x1b[31m\x9b0m ")
+    finally:
+        store.close()

@@ -260,7 +260,7 @@ def _stopped(store: Store, job_id: int | None) -> str:
     from cairn.store import jobs as job_ledger
 
     if job_id is None:
-        return "stopped; a job in flight was handed back and resumes from its last stage"
+        return "stopped; any job it held was handed back and resumes from its last stage"
     with store.begin() as conn:
         job = job_ledger.get_job(conn, job_id)
     if job.status.is_terminal:

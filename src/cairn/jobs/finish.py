@@ -126,9 +126,7 @@ def _summarize(drive: Drive) -> Result:
     told = ((agent.evidence or {}).get("agent_summary") or {}).get("value") if agent else None
     # The commit holds exactly `tree` (checked above against what was verified).
     diffstat = drive.worktree.diffstat(baseline, tree)
-    summary = drive.sanitizer.clean(
-        f"{told or 'The agent did not write a summary.'}\n\n{diffstat}", SUMMARY_LIMIT
-    )
+    summary = drive.sanitizer.clean(review_text(told, diffstat), SUMMARY_LIMIT)
     changed = drive.worktree.changed_files(baseline, tree)
     counted = _counted_paths(drive, baseline, tree)
     listed = sum(1 for path in changed if path in counted)
@@ -142,6 +140,17 @@ def _summarize(drive: Drive) -> Result:
             Measurement("decision_mark", mark),
         ),
     )
+
+
+def review_text(told: str | None, diffstat: str) -> str:
+    """What the reviewer reads: the agent's words fenced off, then cairn's own diffstat.
+
+    Every line the agent wrote is indented under its label, so no line of it can pass for a
+    line cairn prints (a fake diffstat, a decision, a diagnosis).
+    """
+    said = (told or "").splitlines() or ["(the agent wrote no summary)"]
+    fenced = "\n".join(f"  | {line}" for line in said)
+    return f"The agent's summary:\n{fenced}\n\nWhat changed:\n{diffstat}"
 
 
 def _counted_paths(drive: Drive, baseline: str, tree: str) -> set[str]:

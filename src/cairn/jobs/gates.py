@@ -23,7 +23,7 @@ from cairn.errors import InvalidState, NotAllowed, UsageError
 from cairn.jobs.access import missing_access
 from cairn.jobs.fresh_baseline import blocked_by_repository, resume_note
 from cairn.jobs.policy import REASON_LIMIT, GroupPolicy, policy_label
-from cairn.sanitize import Sanitizer
+from cairn.sanitize import Sanitizer, strip_control
 from cairn.stages import Gate, Stage, Status, Verdict
 from cairn.store import decisions
 from cairn.store import dependency_requests as dep_ledger
@@ -86,7 +86,7 @@ def reject(
     sanitizer: Sanitizer | None = None,
 ) -> Job:
     """Reject at the gate the job waits at; a reason is required and recorded."""
-    if not reason or not reason.strip():
+    if not reason or not strip_control(reason).strip():
         raise UsageError("a rejection needs a reason: pass --reason TEXT")
     job, gate = _waiting_gate(conn, job_id)
     request = job_ledger.get_request(conn, job.request_id)

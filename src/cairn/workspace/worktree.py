@@ -11,6 +11,9 @@ from cairn.errors import WorkspaceError
 from cairn.workspace.git import IDENTITY, check_branch_name, run_git, try_git
 from cairn.workspace.mirror import Mirror
 
+STAT_WIDTH = 10_000
+"""Wide enough that git never shortens a path in a diffstat with `...`."""
+
 
 class Worktree:
     """One job's workspace: a linked worktree of the mirror, checked out on the job's branch."""
@@ -134,8 +137,10 @@ class Worktree:
 
     def diffstat(self, baseline: str, tree: str | None = None) -> str:
         """A `git diff --stat` of the worktree's content (or `tree`) against the baseline."""
+        # Every path in full and no rename pairs: a deleted file is always named as deleted.
         return self.git(
-            "diff", "--stat", "--no-color", "--no-ext-diff", "--no-textconv",
+            "diff", f"--stat={STAT_WIDTH},{STAT_WIDTH}", "--no-renames", "--no-color",
+            "--no-ext-diff", "--no-textconv",
             f"{baseline}^{{tree}}", tree or self.content_id(),
         )  # fmt: skip
 
