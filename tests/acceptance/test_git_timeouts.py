@@ -41,7 +41,10 @@ def test_room_create_gives_up_on_a_silent_repository_and_creates_nothing(cli: Cl
 def test_room_create_shows_a_spinner_only_on_a_terminal(cli: Cli) -> None:
     with silent_server() as server:
         address = f"http://127.0.0.1:{server.port}/x.git"
-        leader, follower = pty.openpty()
+        try:
+            leader, follower = pty.openpty()
+        except OSError:  # a chroot without devpts, say: nothing to show a spinner on
+            pytest.skip("this machine gives out no pseudo-terminals")
         try:
             done = subprocess.run(
                 [str(CAIRN), "room", "create", "r", "--repo", address],
