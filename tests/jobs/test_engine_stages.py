@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import sys
+from pathlib import Path
+
 import pytest
 import sqlalchemy as sa
 
@@ -106,7 +110,11 @@ def test_a_corrupted_stage_run_is_run_again_not_blocked(cairn: Cairn) -> None:
     assert _runs(cairn, job_id, "running_agent")[0]["reused"], "the agent's result was kept"
 
 
-def test_verify_evidence_counts_tests_run_against_collected(cairn: Cairn) -> None:
+def test_verify_evidence_counts_tests_run_against_collected(
+    cairn: Cairn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `python` is this interpreter, as in the acceptance harness: a bare Debian has only python3.
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     with cairn.store.begin() as conn:
         conn.execute(sa.update(rooms).values(verify_command="python -m pytest -p no:cacheprovider"))
     job_id = _waiting_for_review(cairn)
