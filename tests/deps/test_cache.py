@@ -31,6 +31,7 @@ from cairn.deps import (
 from cairn.deps import cache as cache_module
 from cairn.deps import manifest as manifest_module
 from cairn.deps import tree as tree_module
+from cairn.locks import locked
 from cairn.store import Store
 from cairn.store import dependency_caches as ledger
 from cairn.store.dependency_caches import CacheRecord, CacheStatus
@@ -305,7 +306,8 @@ def test_prune_removes_what_cannot_be_used_and_spares_what_is_in_use(
     assert list((cache.root / ".staging").iterdir()) == []
     assert [r.id for r in cache.entries()] == [ready.id]
 
-    with cache._locked(ready.fingerprint, exclusive=False):  # a materialization in progress
+    # A materialization in progress holds the entry's lock shared.
+    with locked(cache.lock_path(ready.fingerprint), shared=True):
         assert cache.prune(everything=True) == []
     assert cache.prune(unused_for=timedelta(days=1)) == []
     assert [r.id for r in cache.prune(unused_for=timedelta(0))] == [ready.id]

@@ -17,13 +17,12 @@ against it, `cairn.deps.tree` how its files are walked, hashed and linked.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
 import os
 import re
 import secrets
 import socket
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -43,6 +42,7 @@ from cairn.deps.tree import (
 )
 from cairn.engine.identity import digest
 from cairn.errors import CairnError
+from cairn.locks import locked
 from cairn.sanitize import DIAGNOSIS_LIMIT, bound
 from cairn.store import Store
 from cairn.store import dependency_caches as ledger
@@ -301,17 +301,14 @@ class DependencyCache:
                 if held:
                     remove_tree(folder)
 
-    @contextlib.contextmanager
-    def _locked(self, key: str, *, exclusive: bool, wait: bool = True) -> Iterator[bool]:
-        (self.root / ".locks").mkdir(parents=True, exist_ok=True)
-        with open(self.root / ".locks" / f"{key}.lock", "a") as handle:
-            mode = (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | (0 if wait else fcntl.LOCK_NB)
-            try:
-                fcntl.flock(handle, mode)
-            except BlockingIOError:
-                yield False
-                return
-            yield True
+    def lock_path(self, fingerprint_: str) -> Path:
+        """The entry's lock: held exclusive to build or remove it, shared to use it."""
+        return self.root / ".locks" / f"{fingerprint_}.lock"
+
+    def _locked(
+        self, key: str, *, exclusive: bool, wait: bool = True
+    ) -> contextlib.AbstractContextManager[bool]:
+        return locked(self.lock_path(key), shared=not exclusive, wait=wait)
 
 
 def host_key(root: Path) -> str:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import fcntl
 import os
 import secrets
 import threading
@@ -32,6 +31,7 @@ from pathlib import Path
 
 from cairn.deps.manifest import Made, entry_unchanged, linked_ahead, still_as_made
 from cairn.deps.tree import remove_tree
+from cairn.locks import flock
 from cairn.store.dependency_caches import CacheRecord
 
 KEEP = 4
@@ -77,7 +77,7 @@ def _owned(spares: Path) -> tuple[int, Path]:
         folder = spares / secrets.token_hex(8)
         folder.mkdir(parents=True)
         lock = os.open(folder, _DIR_FLAGS)
-        fcntl.flock(lock, fcntl.LOCK_EX)
+        flock(lock)
         with contextlib.suppress(FileNotFoundError):
             if os.stat(folder).st_ino == os.fstat(lock).st_ino:
                 return lock, folder
@@ -190,10 +190,7 @@ def sweep(root: Path) -> None:
         except OSError:
             continue  # removed meanwhile, or not a folder
         try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            continue  # its process still runs
-        else:
-            remove_tree(folder)
+            if flock(lock, wait=False):  # else its process still runs
+                remove_tree(folder)
         finally:
             os.close(lock)

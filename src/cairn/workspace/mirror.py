@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import fcntl
-import os
 import shutil
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from cairn.errors import WorkspaceError
+from cairn.locks import ReentrantLock
 from cairn.workspace.commands import MATERIALIZED_FOLDERS
 from cairn.workspace.git import (
     GitError,
@@ -55,7 +53,7 @@ class Mirror:
     @contextmanager
     def lock(self) -> Iterator[None]:
         """Hold the mirror's host-wide lock; re-entrant within one process."""
-        with _host_lock(self.lock_path).held():
+        with ReentrantLock.of(self.lock_path).held():
             yield
 
     def exists(self) -> bool:
@@ -176,42 +174,3 @@ def checkout_changes(repo: str, base_branch: str) -> list[str]:
         failure="git could not read the state of the base branch's checkout",
     )
     return sorted({entry[3:] for entry in out.split("\0") if len(entry) > 3})
-
-
-class _HostLock:
-    """An flock on one file, re-entrant for the thread that holds it."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._thread_lock = threading.RLock()
-        self._depth = 0
-        self._fd: int | None = None
-
-    @contextmanager
-    def held(self) -> Iterator[None]:
-        with self._thread_lock:
-            if self._depth == 0:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                self._fd = fd
-            self._depth += 1
-            try:
-                yield
-            finally:
-                self._depth -= 1
-                if self._depth == 0 and self._fd is not None:
-                    os.close(self._fd)  # closing the descriptor releases the flock
-                    self._fd = None
-
-
-_host_locks: dict[str, _HostLock] = {}
-_host_locks_guard = threading.Lock()
-
-
-def _host_lock(path: Path) -> _HostLock:
-    # One _HostLock per file per process: two flocks on separate descriptors of the same
-    # file would block each other even inside one process.
-    key = os.path.abspath(path)
-    with _host_locks_guard:
-        return _host_locks.setdefault(key, _HostLock(Path(key)))
