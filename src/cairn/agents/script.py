@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import errno
 import hashlib
 import os
 import secrets
@@ -33,6 +32,7 @@ from cairn.agents.script_format import (
     script_to_data,
 )
 from cairn.errors import BoundaryError, ScriptError, UsageError
+from cairn.no_follow import read_no_follow
 from cairn.sanitize import tail
 from cairn.workspace.boundary import hard_link_error, open_folder_inside, resolve_inside
 from cairn.workspace.commands import CommandResult, run_in_workspace, sandbox_problem
@@ -319,25 +319,21 @@ def _read_or_none(folder: int | None, name: str, shown: str) -> bytes | None:
     """The file's bytes, read without following a symlink swapped in since the check."""
     if folder is None:
         return None
-    try:
-        # Non-blocking, so a FIFO a command left behind cannot hang the agent.
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | _CLOEXEC, dir_fd=folder)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise BoundaryError(
-                f"the file {shown[:80]} became a symlink while cairn was using it; a path that "
-                "leads outside the workspace through a symlink is refused"
-            ) from None
-        raise
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
+
+    def swapped() -> BoundaryError:
+        return BoundaryError(
+            f"the file {shown[:80]} became a symlink while cairn was using it; a path that "
+            "leads outside the workspace through a symlink is refused"
+        )
+
+    def plain(info: os.stat_result) -> None:
         if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
             raise hard_link_error(shown)
         if not stat.S_ISREG(info.st_mode) and not stat.S_ISDIR(info.st_mode):
             raise _StepFailed(f"{shown[:80]} is not a regular file")
-        return handle.read()
+
+    # Non-blocking (cairn.no_follow), so a FIFO a command left behind cannot hang the agent.
+    return read_no_follow(name, dir_fd=folder, symlink_error=swapped, check=plain)
 
 
 def _temp_prefix(name: str) -> str:

@@ -12,7 +12,6 @@ comments in declarations and configuration do not change it.
 from __future__ import annotations
 
 import contextlib
-import errno
 import hashlib
 import json
 import os
@@ -27,6 +26,7 @@ from typing import Any, Protocol
 
 from cairn.engine.identity import digest
 from cairn.errors import UsageError
+from cairn.no_follow import read_no_follow
 
 # Bump when the entry layout changes, so no entry built the old way is ever reused.
 LAYOUT_VERSION = 1
@@ -214,22 +214,19 @@ def _npmrc(text: str) -> dict[str, str]:
 
 
 def _read_file(root: Path, name: str) -> bytes | None:
-    try:
-        fd = os.open(root / name, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise UsageError(
-                f"the project's {name} is a symlink; cairn reads dependency inputs only from "
-                "regular files inside the repository"
-            ) from None
-        raise
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
+    def symlink() -> UsageError:
+        return UsageError(
+            f"the project's {name} is a symlink; cairn reads dependency inputs only from "
+            "regular files inside the repository"
+        )
+
+    def bounded(info: os.stat_result) -> None:
         if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_INPUT_BYTES:
             raise UsageError(
                 f"the project's {name} is not a regular file of at most "
                 f"{MAX_INPUT_BYTES // (1024 * 1024)} MiB; cairn will not read it"
             )
-        return handle.read(MAX_INPUT_BYTES + 1)
+
+    return read_no_follow(
+        root / name, symlink_error=symlink, check=bounded, limit=MAX_INPUT_BYTES + 1
+    )
