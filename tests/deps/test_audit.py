@@ -109,6 +109,32 @@ def test_version_ordering_pep440_and_semver() -> None:
     assert version_key("npm", "not-a-version") is None
 
 
+def test_a_local_version_sorts_after_its_public_version_as_pep440_says() -> None:
+    # PEP 440: `1.0+local` is newer than `1.0` (a hand-written key once made them equal).
+    assert pep440_key("1.0") < pep440_key("1.0+ubuntu1") < pep440_key("1.0.post1")
+    assert pep440_key("1.0+local") != pep440_key("1.0")
+    fixed = [{"type": "ECOSYSTEM", "events": [{"introduced": "0"}, {"fixed": "1.0+patched"}]}]
+    assert affects("1.0", ranges=fixed) and not affects("1.0+patched", ranges=fixed)
+    last = [{"type": "ECOSYSTEM", "events": [{"introduced": "0"}, {"last_affected": "1.0"}]}]
+    assert affects("1.0", ranges=last) and not affects("1.0+ubuntu1", ranges=last)
+
+
+def test_npm_versions_order_as_semver_with_a_v_prefix_and_build_metadata() -> None:
+    assert version_key("npm", "v1.2.3") == version_key("npm", "1.2.3+build.7")
+    assert version_key("npm", "1.2") is None and version_key("npm", "") is None
+    ranges = [{"type": "SEMVER", "events": [{"introduced": "1.0.0-rc.1"}, {"fixed": "1.2.0"}]}]
+    npm = {"package": {"ecosystem": "npm", "name": "demo-pkg"}}
+    found = [
+        affects(v, "npm", ranges=ranges, affected_extra=npm)
+        for v in ("1.0.0-beta", "1.0.0", "1.2.0")
+    ]
+    assert found == [
+        False,
+        True,
+        False,
+    ]
+
+
 def test_severity_comes_from_the_database_else_from_cvss() -> None:
     assert severity({"database_specific": {"severity": "medium"}}) == "MODERATE"
     assert cvss3_score("CVSS:3.1/AV:N/AC:L/PR:N/UI:N/S:U/C:H/I:H/A:H") == 9.8
@@ -120,6 +146,7 @@ def test_severity_comes_from_the_database_else_from_cvss() -> None:
     }
     assert severity(high) == "HIGH"
     assert severity({"severity": [{"type": "CVSS_V4", "score": "CVSS:4.0/AV:N"}]}) == "UNKNOWN"
+    assert cvss3_score("CVSS:3.1/AV:N") is None and cvss3_score("not a vector") is None
 
 
 def test_only_high_and_critical_findings_quarantine() -> None:

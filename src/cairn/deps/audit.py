@@ -10,9 +10,7 @@ score of its vector; an advisory with neither is recorded as UNKNOWN and does no
 from __future__ import annotations
 
 import json
-import math
 import os
-import re
 import urllib.parse
 import urllib.request
 from collections.abc import Iterable, Mapping, Sequence
@@ -20,19 +18,18 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+import semver
+from cvss import CVSS3, CVSSError  # type: ignore[import-untyped]  # cvss ships no py.typed
+from packaging.version import InvalidVersion, Version
+
 from cairn.deps.installer import InstallError, Package
 from cairn.deps.requests import normalized_name
 
 BLOCKING = frozenset({"HIGH", "CRITICAL"})
 _OSV_ECOSYSTEM = {"pypi": "PyPI", "npm": "npm"}
-_PEP440 = re.compile(
-    r"v?(?:(\d+)!)?(\d+(?:\.\d+)*)"
-    r"(?:[-_.]?(a|b|c|rc|alpha|beta|pre|preview)[-_.]?(\d*))?"
-    r"(?:-(\d+)|[-_.]?(?:post|rev|r)[-_.]?(\d*))?"
-    r"(?:[-_.]?dev[-_.]?(\d*))?(?:\+[a-z0-9.]+)?",
-    re.I,
-)
-_SEMVER = re.compile(r"v?(\d+)\.(\d+)\.(\d+)(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?")
+# A version in one ecosystem's own ordering: PEP 440 for PyPI, semver for npm.
+VersionKey = Version | semver.Version
+_Bound = tuple[int] | tuple[int, VersionKey | None]
 
 
 @dataclass(frozen=True)
@@ -223,78 +220,35 @@ def quarantine_reason(ecosystem: str, findings: Sequence[Finding]) -> str | None
     )
 
 
-_CVSS3 = {
-    "AV": {"N": 0.85, "A": 0.62, "L": 0.55, "P": 0.2},
-    "AC": {"L": 0.77, "H": 0.44},
-    "UI": {"N": 0.85, "R": 0.62},
-    "C": {"H": 0.56, "L": 0.22, "N": 0.0},
-}
-_CVSS3_PR = {"U": {"N": 0.85, "L": 0.62, "H": 0.27}, "C": {"N": 0.85, "L": 0.68, "H": 0.5}}
-
-
 def cvss3_score(vector: str) -> float | None:
     """The CVSS v3.x base score of a vector such as `CVSS:3.1/AV:N/AC:L/...`, or None."""
-    metrics = dict(part.split(":", 1) for part in vector.split("/")[1:] if ":" in part)
     try:
-        scope = metrics["S"]
-        impact_parts = [_CVSS3["C"][metrics[m]] for m in ("C", "I", "A")]
-        exploitability = 8.22 * _CVSS3["AV"][metrics["AV"]] * _CVSS3["AC"][metrics["AC"]]
-        exploitability *= _CVSS3_PR[scope][metrics["PR"]] * _CVSS3["UI"][metrics["UI"]]
-    except KeyError:
+        return float(CVSS3(vector).base_score)
+    except (CVSSError, TypeError, ValueError, AttributeError):
         return None
-    iss = 1 - math.prod(1 - c for c in impact_parts)
-    changed = 7.52 * (iss - 0.029) - 3.25 * (iss - 0.02) ** 15  # scope changed
-    impact = 6.42 * iss if scope == "U" else changed
-    if impact <= 0:
-        return 0.0
-    total = impact + exploitability if scope == "U" else 1.08 * (impact + exploitability)
-    return _round_up(min(total, 10.0))
 
 
-def _round_up(value: float) -> float:
-    # CVSS 3.1's Roundup: avoids floating-point surprises such as 4.000000001 -> 4.1.
-    whole = round(value * 100_000)
-    return whole / 100_000.0 if whole % 10_000 == 0 else (math.floor(whole / 10_000) + 1) / 10.0
-
-
-def version_key(ecosystem: str, version: str) -> tuple[Any, ...] | None:
+def version_key(ecosystem: str, version: str) -> VersionKey | None:
     """A sort key for a PEP 440 (pypi) or semver (npm) version, or None when it is neither."""
     if ecosystem == "npm":
-        return _semver_key(version)
+        return semver_key(version)
     return pep440_key(version)
 
 
-def pep440_key(version: str) -> tuple[Any, ...] | None:
-    """PEP 440 ordering: epoch, release, then dev < pre < final < post."""
-    match = _PEP440.fullmatch(version.strip())
-    if not match:
+def pep440_key(version: str) -> Version | None:
+    """The PEP 440 version (epoch, release, dev < pre < final < post, local), or None."""
+    try:
+        return Version(version)
+    except (InvalidVersion, TypeError):
         return None
-    epoch, release, pre_l, pre_n, post_a, post_b, dev = match.groups()
-    parts = [int(p) for p in release.split(".")]
-    while len(parts) > 1 and parts[-1] == 0:
-        parts.pop()
-    letter = {"alpha": "a", "beta": "b", "c": "rc", "pre": "rc", "preview": "rc"}
-    # An optional group that did not match is None; one that matched without digits is "".
-    has_post = post_a is not None or post_b is not None
-    post = post_a or post_b
-    if pre_l:
-        pre_key: tuple[Any, ...] = (0, letter.get(pre_l.lower(), pre_l.lower()), int(pre_n or 0))
-    else:
-        pre_key = (-1,) if dev is not None and not has_post else (1,)
-    post_key = (0, int(post or 0)) if has_post else (-1,)
-    dev_key = (0, int(dev or 0)) if dev is not None else (1,)
-    return (int(epoch or 0), tuple(parts), pre_key, post_key, dev_key)
 
 
-def _semver_key(version: str) -> tuple[Any, ...] | None:
-    match = _SEMVER.fullmatch(version.strip())
-    if not match:
+def semver_key(version: str) -> semver.Version | None:
+    """The semver version (npm's `v1.2.3` spelling too; build metadata ignored), or None."""
+    try:
+        return semver.Version.parse(version.strip().removeprefix("v"))
+    except (ValueError, TypeError):
         return None
-    major, minor, patch, pre = match.groups()
-    if pre is None:
-        return (int(major), int(minor), int(patch), (1,))
-    ids = tuple((0, int(i), "") if i.isdigit() else (1, 0, i) for i in pre.split("."))
-    return (int(major), int(minor), int(patch), (0, ids))
 
 
 def _affects(ecosystem: str, package: Package, affected: Mapping[str, Any]) -> bool:
@@ -313,30 +267,26 @@ def _affects(ecosystem: str, package: Package, affected: Mapping[str, Any]) -> b
     )
 
 
-def _in_range(ecosystem: str, key: tuple[Any, ...], spec: Mapping[str, Any]) -> bool:
-    """OSV range events, applied in version order up to `key`: does the version end affected?"""
-    events: list[tuple[tuple[Any, ...], str]] = []
+def _in_range(ecosystem: str, version: VersionKey, spec: Mapping[str, Any]) -> bool:
+    """OSV range events, applied in version order up to `version`: does it end affected?"""
+    events: list[tuple[_Bound, str]] = []
     for event in spec.get("events", []):
         for kind, value in event.items():
-            bound = (-math.inf,) if value == "0" else version_key(ecosystem, str(value))
-            if bound is None:
+            # "introduced: 0" sorts before every real version.
+            bound = (0,) if value == "0" else (1, version_key(ecosystem, str(value)))
+            if bound[-1] is None:
                 return False  # an unreadable bound: the service that wrote it must judge
             events.append((bound, kind))
+    here = (1, version)
     affected = False
-    for bound, kind in sorted(events, key=lambda e: (_comparable(e[0]), e[1] != "introduced")):
-        here, version = _comparable(bound), _comparable(key)
-        if kind == "introduced" and here <= version:
+    for bound, kind in sorted(events, key=lambda e: (e[0], e[1] != "introduced")):
+        if kind == "introduced" and bound <= here:
             affected = True
-        elif (kind in ("fixed", "limit") and here <= version) or (
-            kind == "last_affected" and here < version
+        elif (kind in ("fixed", "limit") and bound <= here) or (
+            kind == "last_affected" and bound < here
         ):
             affected = False
     return affected
-
-
-def _comparable(key: tuple[Any, ...]) -> tuple[Any, ...]:
-    # "introduced: 0" sorts before every real version.
-    return (0,) if key == (-math.inf,) else (1, key)
 
 
 def _affected_names(advisory: Mapping[str, Any]) -> set[tuple[str, str]]:

@@ -19,7 +19,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from cairn.deps.audit import pep440_key
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion
+
 from cairn.deps.fingerprint import Environment, without_credentials
 from cairn.deps.installer import (
     DEFAULT_TIMEOUT,
@@ -257,42 +259,15 @@ def required_version(inputs_dir: Path) -> str | None:
 
 def satisfies(spec: str, version: str) -> bool:
     """Whether `version` satisfies a PEP 440 specifier such as `>=0.5,<1` or `==0.13.*`."""
-    for clause in spec.split(","):
-        match = re.fullmatch(r"\s*(===|==|!=|~=|>=|<=|>|<)?\s*(\S+?)\s*", clause)
-        if not match or not _holds(match.group(1) or "==", match.group(2), version):
-            return False
-    return True
-
-
-def _holds(op: str, wanted: str, version: str) -> bool:
-    if op == "===":
-        return wanted == version
-    if wanted.endswith(".*") and op in ("==", "!="):
-        same = _same_prefix(version, _release(wanted[:-2]))
-        return same if op == "==" else not same
-    mine, theirs = pep440_key(version), pep440_key(wanted)
-    if mine is None or theirs is None:
+    clauses = [clause.strip() for clause in spec.split(",")]
+    if not all(clauses):
         return False
-    if op == "~=":
-        return mine >= theirs and _same_prefix(version, _release(wanted)[:-1])
-    return {
-        "==": mine == theirs,
-        "!=": mine != theirs,
-        ">=": mine >= theirs,
-        "<=": mine <= theirs,
-        ">": mine > theirs,
-        "<": mine < theirs,
-    }[op]
-
-
-def _same_prefix(version: str, prefix: list[int]) -> bool:
-    release = _release(version)
-    return (release + [0] * len(prefix))[: len(prefix)] == prefix
-
-
-def _release(version: str) -> list[int]:
-    match = re.match(r"v?(?:\d+!)?(\d+(?:\.\d+)*)", version.strip())
-    return [int(p) for p in match.group(1).split(".")] if match else []
+    # A bare version pins exactly that version, as uv reads `required-version = "0.13.9"`.
+    written = ",".join(c if c[0] in "=!~<>" else f"=={c}" for c in clauses)
+    try:
+        return SpecifierSet(written, prereleases=True).contains(version)
+    except (InvalidSpecifier, InvalidVersion):
+        return False
 
 
 def _headers(metadata: Path) -> dict[str, str]:
