@@ -7,7 +7,7 @@ from types import ModuleType
 import pytest
 
 import cairn.deps
-from cairn.deps import NpmInstaller, UvInstaller, get_installer, installer_for
+from cairn.deps import NpmInstaller, UvInstaller, get_installer, installer_kinds
 from cairn.errors import UsageError
 
 from .conftest import uv_path
@@ -22,7 +22,9 @@ def test_the_public_surface_is_exactly_all() -> None:
 
 def test_installers_are_found_by_short_name_and_a_wrong_name_lists_the_valid_ones() -> None:
     assert isinstance(get_installer("uv", uv=uv_path()), UvInstaller)
-    assert isinstance(installer_for("npm", npm="npm", node="node"), NpmInstaller)
+    assert isinstance(get_installer("npm", npm="npm", node="node"), NpmInstaller)
+    assert list(installer_kinds()) == ["uv", "npm"]  # the order a workspace is prepared in
+    assert {kind.ecosystem for kind in installer_kinds().values()} == {"pypi", "npm"}
     with pytest.raises(UsageError, match="unknown installer 'pip'; valid installers: npm, uv"):
         get_installer("pip")
     with pytest.raises(UsageError, match="no known installer was named; valid installers"):

@@ -22,7 +22,7 @@ from cairn.deps.installer import (
     QuarantinedError,
     add_dependency,
     get_installer,
-    installer_for,
+    installer_kinds,
     locked_packages,
     with_dependency,
 )
@@ -49,7 +49,7 @@ __all__ = [
     "content_identity",
     "fingerprint",
     "get_installer",
-    "installer_for",
+    "installer_kinds",
     "locked_packages",
     "read_inputs",
     "with_dependency",

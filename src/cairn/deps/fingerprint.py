@@ -61,12 +61,24 @@ class Environment:
 
 
 class InputFiles(Protocol):
-    """The names an installer reads its inputs from (an `Installer` is one)."""
+    """The names an installer reads its inputs from (an `Installer`, or its class, is one)."""
 
-    ecosystem: str
-    declarations: str
-    lockfile: str
-    config: tuple[str, ...]
+    # Read-only, so that an installer class (whose names are class variables) is one too.
+    @property
+    def ecosystem(self) -> str: ...
+
+    @property
+    def declarations(self) -> str:
+        """The package declarations file: `pyproject.toml` or `package.json`."""
+        ...
+
+    @property
+    def lockfile(self) -> str: ...
+
+    @property
+    def config(self) -> tuple[str, ...]:
+        """Configuration files whose allowlisted keys enter the fingerprint."""
+        ...
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ HOME and cache, the approved source only, no install scripts and no builds from 
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import functools
 import json
@@ -20,12 +21,13 @@ import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol, TypedDict
 
 from cairn.agents.base import DependencyAsk
 from cairn.deps.fingerprint import (
     DependencyInputs,
     Environment,
+    InputFiles,
     inputs_copy,
     read_inputs,
     write_inputs,
@@ -75,18 +77,18 @@ class ToolRun:
 Runner = Callable[[Sequence[str], Path, dict[str, str], float], ToolRun]
 
 
-class Installer(Protocol):
+class Installer(InputFiles, Protocol):
     """A package manager driven within cairn's rules (uv for PyPI, npm for npm)."""
 
-    name: str
-    ecosystem: str
-    declarations: str
-    """The package declarations file: `pyproject.toml` or `package.json`."""
-    lockfile: str
-    config: tuple[str, ...]
-    """Configuration files whose allowlisted keys enter the fingerprint."""
-    target: str
-    """The folder materialized into a workspace: `.venv` or `node_modules`."""
+    @property
+    def name(self) -> str:
+        """The short name it is registered as: `uv` or `npm`."""
+        ...
+
+    @property
+    def target(self) -> str:
+        """The folder materialized into a workspace: `.venv` or `node_modules`."""
+        ...
 
     def environment(self) -> Environment:
         """Tool, interpreter, platform and approved source: the non-file part of a fingerprint."""
@@ -105,31 +107,24 @@ class Installer(Protocol):
         ...
 
 
-def get_installer(name: str, **options: Any) -> Installer:
-    """The installer called `name` ("uv" or "npm"), built with `options`."""
-    found = _installers().get(name) if isinstance(name, str) else None
-    if found is None:
-        shown = name if isinstance(name, str) and re.fullmatch(r"[\w.-]{1,20}", name) else None
-        what = f"unknown installer {shown!r}" if shown else "no known installer was named"
-        raise UsageError(f"{what}; valid installers: {', '.join(sorted(_installers()))}")
-    installer: Installer = found(**options)
-    return installer
-
-
-def installer_for(ecosystem: str, **options: Any) -> Installer:
-    """The installer of an ecosystem ("pypi" -> uv, "npm" -> npm)."""
-    names = {"pypi": "uv", "npm": "npm"}
-    if ecosystem not in names:
-        raise UsageError(f"unknown ecosystem; use one of {', '.join(sorted(names))}")
-    return get_installer(names[ecosystem], **options)
-
-
-def _installers() -> dict[str, type[Any]]:
+def installer_kinds() -> dict[str, type[ToolInstaller]]:
+    """The registered installers by short name, in the order a workspace's inputs are prepared."""
     # Imported here, not at the top: both implementations build on this module.
     from cairn.deps.npm import NpmInstaller
     from cairn.deps.uv import UvInstaller
 
     return {"uv": UvInstaller, "npm": NpmInstaller}
+
+
+def get_installer(name: str, **options: Any) -> Installer:
+    """The installer registered as `name` ("uv" or "npm"), built with `options`."""
+    kinds = installer_kinds()
+    found = kinds.get(name) if isinstance(name, str) else None
+    if found is None:
+        shown = name if isinstance(name, str) and re.fullmatch(r"[\w.-]{1,20}", name) else None
+        what = f"unknown installer {shown!r}" if shown else "no known installer was named"
+        raise UsageError(f"{what}; valid installers: {', '.join(sorted(kinds))}")
+    return found(**options)
 
 
 def add_dependency(installer: Installer, workspace: Path, name: str, version: str) -> int:
@@ -166,7 +161,7 @@ def with_dependency(
             "adding it; nothing was recorded"
         )
     kept = {n: updated.files[n] for n in (installer.declarations, installer.lockfile)}
-    return DependencyInputs(updated.ecosystem, current.files | kept)
+    return DependencyInputs(updated.ecosystem, {**current.files, **kept})
 
 
 def locked_packages(inputs: DependencyInputs) -> list[Package]:
@@ -253,3 +248,66 @@ def failure(
     errors = [ln for ln in lines if re.match(r"(error|npm error|ERR!)", ln, re.I)]
     detail = sanitizer.clean((errors or lines or ["no output"])[0], 300)
     return InstallError(f"{what} failed (exit {run.exit_code}): {detail}")
+
+
+class ToolOptions(TypedDict, total=False):
+    """What every package-manager installer takes besides its tool and approved source."""
+
+    download_cache: Path | None
+    """A download cache kept between runs; None gives each run a throwaway one."""
+    runner: Runner
+    timeout: float
+    """Seconds one package-manager command may take."""
+
+
+class ToolInstaller(abc.ABC):
+    """What the uv and npm installers share: options, and refusing sources not approved."""
+
+    name: ClassVar[str]
+    ecosystem: ClassVar[str]
+    declarations: ClassVar[str]
+    lockfile: ClassVar[str]
+    config: ClassVar[tuple[str, ...]]
+    target: ClassVar[str]
+
+    def __init__(
+        self,
+        *,
+        download_cache: Path | None = None,
+        runner: Runner = run_tool,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
+        self.download_cache = download_cache
+        self.runner = runner
+        self.timeout = timeout
+
+    @abc.abstractmethod
+    def environment(self) -> Environment:
+        """Tool, interpreter, platform and approved source: the non-file part of a fingerprint."""
+
+    @abc.abstractmethod
+    def add(self, inputs_dir: Path, name: str, version: str) -> None:
+        """Record one approved exact version in the declarations and lockfile in `inputs_dir`."""
+
+    @abc.abstractmethod
+    def prepare(self, inputs_dir: Path, entry_dir: Path) -> None:
+        """Build `entry_dir/<target>` from a temporary copy of the inputs in `inputs_dir`."""
+
+    @abc.abstractmethod
+    def resolved(self, root: Path) -> list[Package]:
+        """The packages installed in `root/<target>` (an entry or a materialized workspace)."""
+
+    @abc.abstractmethod
+    def _declared_problem(self, declarations: Path) -> str | None:
+        """Why the declarations take a package from anywhere but the approved source, or None."""
+
+    @abc.abstractmethod
+    def _locked_problem(self, lockfile: Path) -> str | None:
+        """Why the lockfile takes a package from anywhere but the approved source, or None."""
+
+    def _check_sources(self, inputs_dir: Path) -> None:
+        problem = self._declared_problem(inputs_dir / self.declarations)
+        if problem is None and (inputs_dir / self.lockfile).exists():
+            problem = self._locked_problem(inputs_dir / self.lockfile)
+        if problem:
+            raise InstallError(problem)

@@ -15,19 +15,18 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from cairn.deps.fingerprint import Environment, without_credentials
 from cairn.deps.installer import (
-    DEFAULT_TIMEOUT,
     InstallError,
     Package,
-    Runner,
+    ToolInstaller,
+    ToolOptions,
     check_request,
     failure,
     host_platform,
     private_home,
-    run_tool,
     tool_environment,
 )
 
@@ -52,7 +51,7 @@ _NOT_REGISTRY = re.compile(
 )
 
 
-class NpmInstaller:
+class NpmInstaller(ToolInstaller):
     """Prepares npm dependencies with npm (see the module docstring for the rules)."""
 
     name = "npm"
@@ -68,16 +67,12 @@ class NpmInstaller:
         npm: str | Path | None = None,
         node: str | Path | None = None,
         registry: str = NPMJS,
-        download_cache: Path | None = None,
-        runner: Runner = run_tool,
-        timeout: float = DEFAULT_TIMEOUT,
+        **options: Unpack[ToolOptions],
     ) -> None:
+        super().__init__(**options)
         self.npm = str(npm or _which("npm"))
         self.node = str(node or _which("node"))
         self.registry = registry.rstrip("/") + "/"
-        self.download_cache = download_cache
-        self.runner = runner
-        self.timeout = timeout
 
     def environment(self) -> Environment:
         return Environment(
@@ -159,12 +154,11 @@ class NpmInstaller:
                 "install the pinned npm, or change the pin"
             )
 
-    def _check_sources(self, inputs_dir: Path) -> None:
-        problem = declared_problem(inputs_dir / self.declarations)
-        if problem is None and (inputs_dir / self.lockfile).exists():
-            problem = source_problem(inputs_dir / self.lockfile, self.registry)
-        if problem:
-            raise InstallError(problem)
+    def _declared_problem(self, declarations: Path) -> str | None:
+        return declared_problem(declarations)
+
+    def _locked_problem(self, lockfile: Path) -> str | None:
+        return source_problem(lockfile, self.registry)
 
 
 def declared_problem(package_json: Path) -> str | None:

@@ -17,23 +17,22 @@ import sys
 import tomllib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion
 
 from cairn.deps.fingerprint import Environment, without_credentials
 from cairn.deps.installer import (
-    DEFAULT_TIMEOUT,
     InstallError,
     Package,
-    Runner,
+    ToolInstaller,
+    ToolOptions,
     ToolRun,
     check_request,
     failure,
     host_platform,
     private_home,
-    run_tool,
     tool_environment,
 )
 from cairn.deps.requests import normalized_name
@@ -57,7 +56,7 @@ _SHOWN_PIN = re.compile(r"[\w.,=<>!~* ]{1,40}")
 _INDEX_SOURCE = {"index", "marker", "extra", "group"}
 
 
-class UvInstaller:
+class UvInstaller(ToolInstaller):
     """Prepares PyPI dependencies with uv (see the module docstring for the rules)."""
 
     name = "uv"
@@ -73,16 +72,12 @@ class UvInstaller:
         uv: str | Path | None = None,
         python: str | Path | None = None,
         index_url: str = PYPI,
-        download_cache: Path | None = None,
-        runner: Runner = run_tool,
-        timeout: float = DEFAULT_TIMEOUT,
+        **options: Unpack[ToolOptions],
     ) -> None:
+        super().__init__(**options)
         self.uv = str(uv or find_uv())
         self.python = str(python or sys.executable)
         self.index_url = index_url.rstrip("/")
-        self.download_cache = download_cache
-        self.runner = runner
-        self.timeout = timeout
 
     def environment(self) -> Environment:
         implementation, version, base = python_facts(self.python)
@@ -161,12 +156,11 @@ class UvInstaller:
                 f"is {current}; install a uv that satisfies the pin, or change the pin"
             )
 
-    def _check_sources(self, inputs_dir: Path) -> None:
-        problem = declared_problem(inputs_dir / self.declarations, self.index_url)
-        if problem is None and (inputs_dir / self.lockfile).exists():
-            problem = source_problem(inputs_dir / self.lockfile, self.index_url)
-        if problem:
-            raise InstallError(problem)
+    def _declared_problem(self, declarations: Path) -> str | None:
+        return declared_problem(declarations, self.index_url)
+
+    def _locked_problem(self, lockfile: Path) -> str | None:
+        return source_problem(lockfile, self.index_url)
 
 
 def declared_problem(pyproject: Path, index_url: str) -> str | None:

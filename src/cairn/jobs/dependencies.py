@@ -15,6 +15,7 @@ import contextlib
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from cairn.config import Config
 from cairn.deps import (
@@ -23,11 +24,11 @@ from cairn.deps import (
     DependencyInputs,
     Installer,
     InstallError,
-    NpmInstaller,
     OsvDirectory,
     OsvService,
-    UvInstaller,
     fingerprint,
+    get_installer,
+    installer_kinds,
     locked_packages,
     read_inputs,
     with_dependency,
@@ -43,20 +44,15 @@ from cairn.store.dependency_caches import CacheRecord, CacheStatus
 from cairn.store.records import DependencyRequest
 from cairn.workspace.commands import DEPENDENCY_MARKER
 
-KINDS: tuple[type[UvInstaller] | type[NpmInstaller], ...] = (UvInstaller, NpmInstaller)
-"""The installers cairn knows, in the order a workspace's inputs are prepared."""
 
-
-def installer_of(config: Config, ecosystem: str) -> Installer:
-    """The configured installer of an ecosystem: its approved source and download cache."""
-    downloads = config.downloads_dir
-    if ecosystem == "npm":
-        return NpmInstaller(
-            npm=config.npm_command, registry=config.npm_registry, download_cache=downloads / "npm"
-        )
-    return UvInstaller(
-        uv=config.uv_command, index_url=config.pypi_index, download_cache=downloads / "uv"
-    )
+def configured_installer(config: Config, ecosystem: str) -> Installer:
+    """The registered installer of an ecosystem, with its configured source and download cache."""
+    [name] = [name for name, kind in installer_kinds().items() if kind.ecosystem == ecosystem]
+    options: dict[str, dict[str, Any]] = {
+        "uv": {"uv": config.uv_command, "index_url": config.pypi_index},
+        "npm": {"npm": config.npm_command, "registry": config.npm_registry},
+    }
+    return get_installer(name, download_cache=config.downloads_dir / name, **options[name])
 
 
 def auditors_of(config: Config) -> list[Auditor]:
@@ -102,12 +98,12 @@ def materialize(
 def _prepare(drive: Drive) -> Result:
     """Materialize every set of dependency inputs the workspace holds (none is fine)."""
     found: list[Materialized] = []
-    for kind in KINDS:
+    for kind in installer_kinds().values():
         inputs = read_inputs(drive.worktree.path, kind)
         if inputs is not None:
             # The inputs are the baseline's: what refuses them is fixed by a commit.
             with _blocking_on_failure(drive, in_repository=True):
-                installer = installer_of(drive.config, kind.ecosystem)
+                installer = configured_installer(drive.config, kind.ecosystem)
                 found.append(materialize(drive, installer, inputs))
     materialized = sum(m.packages for m in found)
     expected = sum(m.expected for m in found)
@@ -131,12 +127,14 @@ def _prepared_now(drive: Drive, prior: RunRecord) -> str | None:
     if _baseline_inputs(drive) != prior.content_id:
         return None
     cache = dependency_cache(drive)
-    for kind in KINDS:
+    for kind in installer_kinds().values():
         inputs = read_inputs(drive.worktree.path, kind)
         if inputs is None:
             continue
         try:
-            key = fingerprint(inputs, installer_of(drive.config, kind.ecosystem).environment())
+            key = fingerprint(
+                inputs, configured_installer(drive.config, kind.ecosystem).environment()
+            )
             marker = (drive.worktree.path / kind.target / DEPENDENCY_MARKER).read_text()
         except (OSError, InstallError):
             return None
@@ -149,7 +147,8 @@ def _prepared_now(drive: Drive, prior: RunRecord) -> str | None:
 
 def _baseline_inputs(drive: Drive) -> str:
     """The identity of the dependency input files as the baseline commit has them."""
-    names = sorted({n for k in KINDS for n in (k.declarations, k.lockfile, *k.config)})
+    kinds = installer_kinds().values()
+    names = sorted({n for k in kinds for n in (k.declarations, k.lockfile, *k.config)})
     listed = drive.worktree.git(
         "ls-tree", "-z", "--full-tree", drive.job.baseline or "", "--", *names
     )
@@ -163,7 +162,7 @@ def missing_declarations(drive: Drive, ecosystem: str, what: str) -> Blocked | N
     there is nothing to record the package in. The cause lies in the repository, so resuming
     after the owner commits one takes a fresh baseline.
     """
-    installer = installer_of(drive.config, ecosystem)
+    installer = configured_installer(drive.config, ecosystem)
     if read_inputs(drive.worktree.path, installer, require_lockfile=False) is not None:
         return None
     return Blocked(
@@ -182,7 +181,7 @@ def install_approved(drive: Drive, asked: DependencyRequest) -> str:
         raise blocked
     workspace = drive.worktree.path
     with _blocking_on_failure(drive, f"{what} was approved, but "):
-        installer = installer_of(drive.config, asked.ecosystem)
+        installer = configured_installer(drive.config, asked.ecosystem)
         updated = with_dependency(installer, workspace, asked.name, asked.version)
         # Built and audited from the updated inputs first: a refusal leaves the workspace as is.
         record = dependency_cache(drive).prepare(installer, updated)
