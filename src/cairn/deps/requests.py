@@ -8,13 +8,11 @@ Refusals never repeat what the agent sent: it may carry a secret or a local path
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 from cairn.agents.base import DependencyAsk
-from cairn.errors import UsageError
 
 ECOSYSTEMS = ("pypi", "npm")
-MAX_REASON_CHARS = 2000
 _MAX_NAME = {"pypi": 200, "npm": 214}
 _MAX_VERSION = 64
 
@@ -90,33 +88,6 @@ def normalized_name(ecosystem: str, name: str) -> str:
     if ecosystem == "pypi":
         return re.sub(r"[-_.]+", "-", name).lower()
     return name
-
-
-def parse_dependency_request(
-    data: object, *, mask: Callable[[str], str] | None = None
-) -> DependencyAsk:
-    """Turn an agent's structured request (parsed JSON or YAML) into a checked DependencyAsk.
-
-    Raises UsageError, saying what is wrong, for anything that cannot be put to a person.
-    """
-    if not isinstance(data, Mapping):
-        raise UsageError(
-            "a dependency request is a mapping with ecosystem, name, version and reason"
-        )
-    known = {"ecosystem", "name", "version", "reason"}
-    missing = sorted(known - set(data))
-    if missing or len(data) != len(known):
-        detail = f"missing {', '.join(missing)}" if missing else "unexpected fields"
-        raise UsageError(f"a dependency request has exactly ecosystem, name, version and reason "
-                         f"({detail})")  # fmt: skip
-    ask = DependencyAsk(data["ecosystem"], data["name"], data["version"], data["reason"])
-    problem = dependency_problem(ask, mask=mask)
-    if problem:
-        raise UsageError(f"the dependency request was refused: {problem}")
-    reason = ask.reason.strip()[:MAX_REASON_CHARS]
-    return DependencyAsk(
-        ask.ecosystem, normalized_name(ask.ecosystem, ask.name), ask.version, reason
-    )
 
 
 def label(ecosystem: str, name: str, version: str) -> str:
