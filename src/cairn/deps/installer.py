@@ -21,7 +21,7 @@ import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Protocol, TypedDict
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypedDict
 
 from cairn.agents.base import DependencyAsk
 from cairn.deps.fingerprint import (
@@ -35,6 +35,10 @@ from cairn.deps.fingerprint import (
 from cairn.deps.requests import dependency_problem, label, normalized_name
 from cairn.errors import UsageError, WorkspaceError
 from cairn.sanitize import Sanitizer
+
+if TYPE_CHECKING:
+    from cairn.deps.npm import NpmInstaller
+    from cairn.deps.uv import UvInstaller
 
 OUTPUT_TAIL_CHARS = 16_000
 DEFAULT_TIMEOUT = 900.0
@@ -107,7 +111,7 @@ class Installer(InputFiles, Protocol):
         ...
 
 
-def installer_kinds() -> dict[str, type[ToolInstaller]]:
+def installer_kinds() -> dict[str, type[UvInstaller] | type[NpmInstaller]]:
     """The registered installers by short name, in the order a workspace's inputs are prepared."""
     # Imported here, not at the top: both implementations build on this module.
     from cairn.deps.npm import NpmInstaller
@@ -261,7 +265,10 @@ class ToolOptions(TypedDict, total=False):
 
 
 class ToolInstaller(abc.ABC):
-    """What the uv and npm installers share: options, and refusing sources not approved."""
+    """What the uv and npm installers share: options, and refusing sources not approved.
+
+    Each one is an `Installer` (mypy checks it where `get_installer` returns one).
+    """
 
     name: ClassVar[str]
     ecosystem: ClassVar[str]
@@ -280,22 +287,6 @@ class ToolInstaller(abc.ABC):
         self.download_cache = download_cache
         self.runner = runner
         self.timeout = timeout
-
-    @abc.abstractmethod
-    def environment(self) -> Environment:
-        """Tool, interpreter, platform and approved source: the non-file part of a fingerprint."""
-
-    @abc.abstractmethod
-    def add(self, inputs_dir: Path, name: str, version: str) -> None:
-        """Record one approved exact version in the declarations and lockfile in `inputs_dir`."""
-
-    @abc.abstractmethod
-    def prepare(self, inputs_dir: Path, entry_dir: Path) -> None:
-        """Build `entry_dir/<target>` from a temporary copy of the inputs in `inputs_dir`."""
-
-    @abc.abstractmethod
-    def resolved(self, root: Path) -> list[Package]:
-        """The packages installed in `root/<target>` (an entry or a materialized workspace)."""
 
     @abc.abstractmethod
     def _declared_problem(self, declarations: Path) -> str | None:
