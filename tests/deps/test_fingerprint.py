@@ -158,6 +158,15 @@ def test_inputs_are_read_only_from_regular_files(tmp_path: Path) -> None:
     assert str(tmp_path) not in str(refused.value)
 
 
+def test_a_fifo_in_place_of_an_input_is_refused_without_waiting_for_a_writer(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "pyproject.toml").write_text(PYPROJECT)
+    os.mkfifo(tmp_path / "uv.lock")
+    with pytest.raises(UsageError, match="not a regular file"):
+        read_inputs(tmp_path, UV_FILES)
+
+
 def test_unparseable_inputs_are_refused_without_paths(tmp_path: Path) -> None:
     broken = python("[project\nname = 'x'")
     with pytest.raises(UsageError, match=r"pyproject\.toml cannot be parsed") as refused:
