@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -9,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from cairn.canonical import Form
 from cairn.engine import (
     EffectState,
     Engine,
@@ -28,6 +31,7 @@ from cairn.engine import (
     StageFailed,
     Undecidable,
     Workflow,
+    canonical_json,
     digest,
     perform,
     recipe_id,
@@ -306,3 +310,17 @@ def test_recipe_identities_are_stable_across_versions() -> None:
     )
     with pytest.raises(TypeError, match="strings"):
         recipe_id("s", {}, upstream={"a": 3})  # type: ignore[dict-item]
+
+
+def test_one_hasher_keeps_both_stored_forms() -> None:
+    """The compact form (recipes, decisions) and the spaced one (agent specs) hash as stored."""
+    spec = {"model": "m é", "timeout": 12.5, "b": [1, 2]}
+    assert canonical_json(spec, Form.spaced) == json.dumps(spec, sort_keys=True)
+    assert (
+        digest(spec, Form.spaced)
+        == hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
+    )
+    compact = {"b": [1, "ü"], "a": None}
+    assert canonical_json(compact) == '{"a":null,"b":[1,"ü"]}'
+    with pytest.raises(TypeError, match="floats"):
+        digest(spec)

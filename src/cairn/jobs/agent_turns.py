@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
 from typing import Any
 
 from cairn.agents.base import Agent, DependencyAsk, Outcome, OutcomeKind, Turn
 from cairn.agents.registry import get_agent
+from cairn.canonical import Form, digest
 from cairn.deps.requests import dependency_problem, label
 from cairn.engine import Evidence, Expect, Measurement, Pause, Result, Retry, StageDef, StageFailed
 from cairn.errors import LeaseLost
@@ -178,8 +177,9 @@ def _tell_dependency_decision(drive: Drive) -> None:
 
 
 def _spec_id(spec: dict[str, Any]) -> str:
-    # Specs may hold floats (a timeout); canonical identities refuse them, plain JSON does not.
-    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
+    # Specs may hold floats (a timeout), which the compact form refuses; and this identity sits
+    # in every stored agent-stage recipe, so it keeps the spaced form it was first hashed in.
+    return digest(spec, Form.spaced)
 
 
 AGENT: StageDef[Drive] = StageDef(

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
 from datetime import datetime
 
 import sqlalchemy as sa
 
+from cairn.canonical import digest
 from cairn.errors import StoreError
 from cairn.store.records import Decision
 from cairn.store.schema import decisions, utcnow
@@ -30,7 +29,8 @@ def content_hash(
     prev_hash: str,
 ) -> str:
     """SHA-256 over the canonical JSON of a decision's content and its predecessor's hash."""
-    canonical = json.dumps(
+    # Compact canonical JSON, as every stored `hash` was written: the chain verifies unchanged.
+    return digest(
         {
             "job_id": job_id,
             "gate": gate,
@@ -40,12 +40,8 @@ def content_hash(
             "policy": policy,
             "at": at.isoformat(timespec="microseconds"),
             "prev_hash": prev_hash,
-        },
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=False,
+        }
     )
-    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 def append(
