@@ -5,7 +5,14 @@ It knows nothing of code jobs, agents, git or HTTP: the code-job workflow is one
 """
 
 from cairn.engine.driver import Engine, Report, stage_recipe
-from cairn.engine.effects import EffectLedger, EffectState, MemoryEffects, Undecidable, perform
+from cairn.engine.effects import (
+    EffectLedger,
+    EffectState,
+    EffectStatus,
+    MemoryEffects,
+    Undecidable,
+    perform,
+)
 from cairn.engine.evidence import Evidence, Expect, Measurement
 from cairn.engine.faults import NO_FAULTS, Faults
 from cairn.engine.identity import canonical_json, digest, recipe_id
@@ -24,6 +31,7 @@ __all__ = [
     "NO_FAULTS",
     "EffectLedger",
     "EffectState",
+    "EffectStatus",
     "Engine",
     "Evidence",
     "EvidenceShort",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from cairn.engine import EffectState, Evidence, RunRecord, RunStatus
+from cairn.engine import EffectState, EffectStatus, Evidence, RunRecord, RunStatus
 from cairn.store import Store, effects, stage_runs
 
 
@@ -38,7 +38,7 @@ class StoreLedger:
     ) -> None:
         data = evidence.to_data() if evidence is not None else None
         with self.store.fenced(self.job_id, self.token) as conn:
-            stage_runs.finish(conn, run, status=status.value, content_id=content_id, evidence=data)
+            stage_runs.finish(conn, run, status=status, content_id=content_id, evidence=data)
 
     def mark_reused(self, record: RunRecord) -> None:
         with self.store.fenced(self.job_id, self.token) as conn:
@@ -56,6 +56,8 @@ class StoreEffects:
             effect = effects.begin(conn, self.job_id, kind, key)
         return EffectState(effect.status, effect.external_ref)
 
-    def done(self, key: str, external_ref: str | None, status: str = effects.DONE) -> None:
+    def done(
+        self, key: str, external_ref: str | None, status: EffectStatus = EffectStatus.done
+    ) -> None:
         with self.store.fenced(self.job_id, self.token) as conn:
             effects.mark(conn, key, status, external_ref)
