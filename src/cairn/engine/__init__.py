@@ -16,7 +16,7 @@ from cairn.engine.effects import (
 from cairn.engine.evidence import Evidence, Expect, Measurement
 from cairn.engine.faults import NO_FAULTS, Faults
 from cairn.engine.identity import canonical_json, digest, recipe_id
-from cairn.engine.ledger import Ledger, MemoryLedger, RunRecord, RunStatus, Snapshot
+from cairn.engine.ledger import Ledger, MemoryLedger, RunRecord, RunStatus, Snapshot, read_record
 from cairn.engine.workflow import (
     EvidenceShort,
     Pause,
@@ -24,6 +24,7 @@ from cairn.engine.workflow import (
     Retry,
     StageDef,
     StageFailed,
+    Upstream,
     Workflow,
 )
 
@@ -51,10 +52,12 @@ __all__ = [
     "StageDef",
     "StageFailed",
     "Undecidable",
+    "Upstream",
     "Workflow",
     "canonical_json",
     "digest",
     "perform",
+    "read_record",
     "recipe_id",
     "stage_recipe",
 ]
