@@ -9,17 +9,8 @@ from cairn.agents.base import Agent, DependencyAsk, Outcome, OutcomeKind, Turn
 from cairn.agents.registry import get_agent
 from cairn.canonical import Form, digest
 from cairn.deps.requests import dependency_problem, label
-from cairn.engine import (
-    Evidence,
-    Expect,
-    Measurement,
-    Pause,
-    Result,
-    Retry,
-    StageDef,
-    StageFailed,
-    Upstream,
-)
+from cairn.engine import Evidence, Expect, Measurement, Pause, Result, Retry, StageDef, StageFailed
+from cairn.engine.workflow import Upstream
 from cairn.errors import LeaseLost
 from cairn.jobs import context
 from cairn.jobs.dependencies import install_approved, missing_declarations
