@@ -47,7 +47,7 @@ def noop_workflow(stages: int) -> Any:
         content = f"noop-{number:04d}"
         return StageDef(
             name=stage_name(number),
-            run=lambda ctx: Result(content, evidence),
+            run=lambda ctx, upstream: Result(content, evidence),
             required=("noop",),
             # The no-op's content "as it is now" never changes, so an accepted run is reusable.
             content_now=lambda ctx, prior: content,

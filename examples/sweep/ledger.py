@@ -56,34 +56,35 @@ class JsonlLedger:
                 rows[run]["reused"] = rows[run].get("reused", 0) + 1
         return list(rows.values())
 
-    def start(self, stage: str, recipe_id: str) -> int:
+    def start(self, stage: str, recipe_id: str) -> RunRecord:
         """Record the intent to run `stage` with this recipe, before it runs."""
         run, self._next_id = self._next_id, self._next_id + 1
         self._attempts[stage] += 1
+        attempt = self._attempts[stage]
         jsonl.append(
             self.path,
             {
                 "event": "start",
                 "id": run,
                 "stage": stage,
-                "attempt": self._attempts[stage],
+                "attempt": attempt,
                 "recipe_id": recipe_id,
             },
         )
-        return run
+        return RunRecord(stage, attempt, recipe_id, None, Evidence(), RunStatus.running, ref=run)
 
     def finish(
-        self, run: int, status: RunStatus, content_id: str | None, evidence: Evidence | None
+        self, run: RunRecord, status: RunStatus, content_id: str | None, evidence: Evidence
     ) -> None:
         """Record what the run produced and whether it was accepted."""
         jsonl.append(
             self.path,
             {
                 "event": "finish",
-                "id": run,
+                "id": run.ref,
                 "status": status.value,
                 "content_id": content_id,
-                "evidence": evidence.to_data() if evidence is not None else None,
+                "evidence": evidence.to_data(),
             },
         )
 

@@ -165,7 +165,7 @@ def cell_stage(cell: Cell, plan: SweepPlan) -> StageDef[Bench]:
     """The engine stage for one cell: its recipe is the cell's recipe, nothing rendered."""
     return StageDef(
         name=cell.name,
-        run=lambda bench: run_cell(bench, cell),
+        run=lambda bench, upstream: run_cell(bench, cell),
         inputs=lambda bench: cell.recipe,
         required=("answered",),
         content_now=lambda bench, prior: bench.results.content_id(cell.name),
@@ -177,7 +177,7 @@ def report_stage(planned: list[Cell]) -> StageDef[Bench]:
     """The final stage: depends on every cell's content, accepted only at full coverage."""
     return StageDef(
         name=REPORT,
-        run=lambda bench: run_report(bench, planned),
+        run=lambda bench, upstream: run_report(bench, planned),
         inputs=lambda bench: {"cells": [[c.name, bench.contents.get(c.name)] for c in planned]},
         required=("cells",),
         content_now=lambda bench, prior: _report_now(bench),

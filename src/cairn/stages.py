@@ -36,12 +36,17 @@ class Stage(StrEnum):
     A merge left to a person keeps the job here, blocked, until `cairn resume` merges it.
     """
     completed = "completed"
+    """Delivered: pushed and merged."""
     rejected = "rejected"
+    """Refused at the integration gate; never rewritten as a success."""
     failed = "failed"
+    """Ended on a failure; its diagnosis says why."""
     cancelled = "cancelled"
+    """Stopped by a person."""
 
     @property
     def is_terminal(self) -> bool:
+        """Whether the job has ended here."""
         return self in TERMINAL_STAGES
 
 
@@ -63,12 +68,17 @@ class Status(StrEnum):
     `cairn resume` continues it.
     """
     completed = "completed"
+    """Delivered."""
     rejected = "rejected"
+    """Refused at the integration gate."""
     failed = "failed"
+    """Ended on a failure."""
     cancelled = "cancelled"
+    """Stopped by a person."""
 
     @property
     def is_terminal(self) -> bool:
+        """Whether the job has ended."""
         return self in TERMINAL_STATUSES
 
 
@@ -79,18 +89,31 @@ class Gate(StrEnum):
     """A point where a decision is recorded."""
 
     run = "run"
+    """Run approval: nothing of the job runs before it passes."""
     dependency = "dependency"
+    """A dependency request: the exact package and version the agent asked for."""
     integration = "integration"
+    """The final change, before it is delivered."""
     cancel = "cancel"
+    """Someone stopped the job."""
     resume = "resume"
+    """Someone continued a blocked job."""
     policy = "policy"
     """A group's policy changed (a decision with no job)."""
 
 
 class Verdict(StrEnum):
+    """What a decision decided."""
+
     approved = "approved"
+    """A person let it pass."""
     rejected = "rejected"
+    """A person refused it (with a reason, at the integration gate)."""
     auto = "auto"
     """Approved by group policy rather than a person; the decision names the policy."""
     cancelled = "cancelled"
+    """The job was stopped."""
     resumed = "resumed"
+    """The blocked job was continued."""
+    changed = "changed"
+    """A group's policy was changed (at the policy gate)."""

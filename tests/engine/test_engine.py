@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -9,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from cairn.canonical import Form
 from cairn.engine import (
     EffectState,
     Engine,
@@ -27,7 +30,9 @@ from cairn.engine import (
     StageDef,
     StageFailed,
     Undecidable,
+    Upstream,
     Workflow,
+    canonical_json,
     digest,
     perform,
     recipe_id,
@@ -49,7 +54,7 @@ class Files:
 
 
 def _write_stage(name: str, source: str | None, transform) -> StageDef[Files]:
-    def run(world: Files) -> Result:
+    def run(world: Files, upstream: Upstream) -> Result:
         world.runs[name] = world.runs.get(name, 0) + 1
         data = (world.root / source).read_text() if source else "seed data\n"
         (world.root / name).write_text(transform(data, world))
@@ -147,13 +152,15 @@ def test_an_unreadable_record_means_run_again_not_block(tmp_path: Path, corrupti
     _drive(ledger, world)
     ledger.rows[0] |= corruption
     report = _drive(ledger, world)
-    assert report.ran[0] == "fetch" and report.finished
+    assert report.ran[0] == "fetch" and report.paused_at is None
 
 
 def test_a_missing_or_short_measurement_is_never_accepted(tmp_path: Path) -> None:
     ledger = MemoryLedger()
     for evidence in (Evidence(), Evidence.of(Measurement("bytes", 0, Expect.at_least, 1))):
-        stage = StageDef("s", run=lambda ctx, e=evidence: Result("c", e), required=("bytes",))
+        stage = StageDef(
+            "s", run=lambda ctx, upstream, e=evidence: Result("c", e), required=("bytes",)
+        )
         with pytest.raises(EvidenceShort):
             Engine.starting(ledger).drive(Workflow("w", (stage,)), None)
     assert [row["status"] for row in ledger.rows] == ["failed", "failed"]
@@ -178,8 +185,10 @@ def test_evidence_reads_as_measurements() -> None:
 
 def test_a_pause_records_a_paused_run_and_stops_the_workflow() -> None:
     ledger = MemoryLedger()
-    gate = StageDef("gate", run=lambda ctx: (_ for _ in ()).throw(Pause("awaiting_review")))
-    after = StageDef("after", run=lambda ctx: pytest.fail("ran past a gate"))
+    gate = StageDef(
+        "gate", run=lambda ctx, upstream: (_ for _ in ()).throw(Pause("awaiting_review"))
+    )
+    after = StageDef("after", run=lambda ctx, upstream: pytest.fail("ran past a gate"))
     report = Engine.starting(ledger).drive(Workflow("w", (gate, after)), None)
     assert report.paused_at == "awaiting_review"
     assert [row["status"] for row in ledger.rows] == [RunStatus.paused.value]
@@ -188,7 +197,7 @@ def test_a_pause_records_a_paused_run_and_stops_the_workflow() -> None:
 def test_retry_runs_a_new_attempt_up_to_the_limit() -> None:
     ledger, tries = MemoryLedger(), []
 
-    def flaky(ctx) -> Result:
+    def flaky(ctx, upstream) -> Result:
         tries.append(1)
         if len(tries) < 3:
             raise Retry(Evidence.of(Measurement("outcome", "interrupted")))
@@ -201,7 +210,7 @@ def test_retry_runs_a_new_attempt_up_to_the_limit() -> None:
         (3, "accepted"),
     ]
     with pytest.raises(StageFailed, match="tried 1 times"):
-        stage = StageDef("t", run=lambda ctx: (_ for _ in ()).throw(Retry(Evidence())))
+        stage = StageDef("t", run=lambda ctx, upstream: (_ for _ in ()).throw(Retry(Evidence())))
         Engine.starting(ledger).drive(Workflow("w", (stage,)), None)
 
 
@@ -306,3 +315,50 @@ def test_recipe_identities_are_stable_across_versions() -> None:
     )
     with pytest.raises(TypeError, match="strings"):
         recipe_id("s", {}, upstream={"a": 3})  # type: ignore[dict-item]
+
+
+def test_one_hasher_keeps_both_stored_forms() -> None:
+    """The compact form (recipes, decisions) and the spaced one (agent specs) hash as stored."""
+    spec = {"model": "m é", "timeout": 12.5, "b": [1, 2]}
+    assert canonical_json(spec, Form.spaced) == json.dumps(spec, sort_keys=True)
+    assert (
+        digest(spec, Form.spaced)
+        == hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
+    )
+    compact = {"b": [1, "ü"], "a": None}
+    assert canonical_json(compact) == '{"a":null,"b":[1,"ü"]}'
+    with pytest.raises(TypeError, match="floats"):
+        digest(spec)
+
+
+def _reading_stage(seen: list[tuple[str | None, object]]) -> StageDef[None]:
+    def run(ctx: None, upstream: Upstream) -> Result:
+        made = upstream["make"]
+        seen.append((made.content_id, made.evidence.get("bytes")))
+        return Result(f"read-{made.content_id}", Evidence())
+
+    return StageDef("read", run=run, needs=("make",))
+
+
+def test_a_stage_is_handed_the_accepted_runs_it_needs_with_parsed_evidence() -> None:
+    ledger, seen, made = MemoryLedger(), [], []
+
+    def make(ctx: None, upstream: Upstream) -> Result:
+        made.append(len(upstream))
+        return Result("c1", Evidence.of(Measurement("bytes", 7, Expect.at_least, 1)))
+
+    maker = StageDef("make", run=make, content_now=lambda ctx, prior: "c1")
+    workflow = Workflow("w", (maker, _reading_stage(seen)))
+    Engine.starting(ledger).drive(workflow, None)  # accepted in the same drive
+    report = Engine.starting(ledger).drive(workflow, None)  # reused from the snapshot
+    assert report.reused == ["make"] and report.ran == ["read"]
+    assert seen == [("c1", 7), ("c1", 7)] and made == [0]
+
+
+def test_a_stage_may_read_only_the_earlier_stages_it_declares() -> None:
+    with pytest.raises(ValueError, match="needs make, which must be stages before it"):
+        Workflow("w", (_reading_stage([]), StageDef("make", run=lambda ctx, upstream: None)))
+    undeclared = StageDef("read", run=lambda ctx, upstream: upstream["make"])
+    maker = StageDef("make", run=lambda ctx, upstream: Result("c", Evidence()))
+    with pytest.raises(KeyError, match="does not declare make"):
+        Engine.starting(MemoryLedger()).drive(Workflow("w", (maker, undeclared)), None)

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from cairn.engine import EffectStatus
 from cairn.errors import InvalidState, LeaseLost, NotFound, StoreError, UsageError
 from cairn.stages import Stage, Status
 from cairn.store import Store, identity, leases, progress, rooms
@@ -660,7 +661,7 @@ def test_effect_begin_is_idempotent_per_key(store: Store) -> None:
     assert again == first
     assert count == 1
     assert (first.status, first.kind, first.external_ref, first.done_at) == (
-        effect_ledger.INTENDED,
+        EffectStatus.intended,
         "push",
         None,
         None,
@@ -672,7 +673,7 @@ def test_effect_is_marked_done_with_its_external_ref(store: Store) -> None:
     (job,) = submit_jobs(store)
     with store.begin() as conn:
         effect_ledger.begin(conn, job.id, "pr", "k-pr")
-        done = effect_ledger.mark(conn, "k-pr", effect_ledger.DONE, "https://forge/pr/7")
+        done = effect_ledger.mark(conn, "k-pr", EffectStatus.done, "https://forge/pr/7")
     with store.begin() as conn:
         assert effect_ledger.find(conn, "k-pr") == done
         assert effect_ledger.begin(conn, job.id, "pr", "k-pr") == done
@@ -686,7 +687,7 @@ def test_failed_effect_has_no_done_time_and_effects_are_per_job(store: Store) ->
         effect_ledger.begin(conn, one.id, "push", "k1")
         effect_ledger.begin(conn, one.id, "merge", "k2")
         effect_ledger.begin(conn, two.id, "push", "k3")
-        failed = effect_ledger.mark(conn, "k2", effect_ledger.FAILED)
+        failed = effect_ledger.mark(conn, "k2", EffectStatus.failed)
         assert [e.idempotency_key for e in effect_ledger.for_job(conn, one.id)] == ["k1", "k2"]
         assert [e.idempotency_key for e in effect_ledger.for_job(conn, two.id)] == ["k3"]
         assert effect_ledger.find(conn, "unknown") is None

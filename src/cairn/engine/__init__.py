@@ -5,11 +5,18 @@ It knows nothing of code jobs, agents, git or HTTP: the code-job workflow is one
 """
 
 from cairn.engine.driver import Engine, Report, stage_recipe
-from cairn.engine.effects import EffectLedger, EffectState, MemoryEffects, Undecidable, perform
+from cairn.engine.effects import (
+    EffectLedger,
+    EffectState,
+    EffectStatus,
+    MemoryEffects,
+    Undecidable,
+    perform,
+)
 from cairn.engine.evidence import Evidence, Expect, Measurement
 from cairn.engine.faults import NO_FAULTS, Faults
 from cairn.engine.identity import canonical_json, digest, recipe_id
-from cairn.engine.ledger import Ledger, MemoryLedger, RunRecord, RunStatus, Snapshot
+from cairn.engine.ledger import Ledger, MemoryLedger, RunRecord, RunStatus, Snapshot, read_record
 from cairn.engine.workflow import (
     EvidenceShort,
     Pause,
@@ -17,6 +24,7 @@ from cairn.engine.workflow import (
     Retry,
     StageDef,
     StageFailed,
+    Upstream,
     Workflow,
 )
 
@@ -24,6 +32,7 @@ __all__ = [
     "NO_FAULTS",
     "EffectLedger",
     "EffectState",
+    "EffectStatus",
     "Engine",
     "Evidence",
     "EvidenceShort",
@@ -43,10 +52,12 @@ __all__ = [
     "StageDef",
     "StageFailed",
     "Undecidable",
+    "Upstream",
     "Workflow",
     "canonical_json",
     "digest",
     "perform",
+    "read_record",
     "recipe_id",
     "stage_recipe",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic
@@ -17,6 +18,7 @@ from cairn.engine.workflow import (
     Retry,
     StageDef,
     StageFailed,
+    Upstream,
     Workflow,
 )
 
@@ -39,11 +41,8 @@ class Report:
     reused: list[str] = field(default_factory=list)
     ran: list[str] = field(default_factory=list)
     paused_at: str | None = None
+    """The gate the workflow waits at; None when every stage was accepted or reused."""
     contents: dict[str, str | None] = field(default_factory=dict)
-
-    @property
-    def finished(self) -> bool:
-        return self.paused_at is None
 
 
 @dataclass
@@ -64,22 +63,25 @@ class Engine(Generic[C]):
     def drive(self, workflow: Workflow[C], ctx: C) -> Report:
         """Walk the stages in order; raises StageFailed when one fails, returns when done/paused."""
         report = Report()
+        accepted: dict[str, RunRecord] = {}
         for stage in workflow.stages:
             recipe = stage_recipe(stage, ctx, report.contents)
-            reused = self._reusable(stage, ctx, recipe)
-            if reused is not None:
-                self.ledger.mark_reused(reused)
-                self.on_reuse(stage, reused)
+            run = self._reusable(stage, ctx, recipe)
+            if run is not None:
+                self.ledger.mark_reused(run)
+                self.on_reuse(stage, run)
                 report.reused.append(stage.name)
-                report.contents[stage.name] = reused.content_id
-                continue
-            try:
-                result = self._run(stage, ctx, recipe)
-            except Pause as pause:
-                report.paused_at = pause.gate
-                return report
-            report.ran.append(stage.name)
-            report.contents[stage.name] = result.content_id
+            else:
+                # Every earlier stage was accepted or reused by now, so every need is here.
+                upstream = Upstream(stage.name, {need: accepted[need] for need in stage.needs})
+                try:
+                    run = self._run(stage, ctx, recipe, upstream)
+                except Pause as pause:
+                    report.paused_at = pause.gate
+                    return report
+                report.ran.append(stage.name)
+            accepted[stage.name] = run
+            report.contents[stage.name] = run.content_id
         return report
 
     def _reusable(self, stage: StageDef[C], ctx: C, recipe: str) -> RunRecord | None:
@@ -90,13 +92,14 @@ class Engine(Generic[C]):
         # Recomputed from the content as it is now: an equal-sized replacement is stale.
         return prior if stage.content_now(ctx, prior) == prior.content_id else None
 
-    def _run(self, stage: StageDef[C], ctx: C, recipe: str) -> Result:
+    def _run(self, stage: StageDef[C], ctx: C, recipe: str, upstream: Upstream) -> RunRecord:
+        """Run the stage until one attempt is accepted; the accepted run as recorded."""
         for attempt in range(1, stage.max_attempts + 1):
             self.on_start(stage)
             run = self.ledger.start(stage.name, recipe)
             self.faults.point("after_start", stage.name)
             try:
-                result = stage.run(ctx)
+                result = stage.run(ctx, upstream)
             except Pause as pause:
                 self.ledger.finish(run, RunStatus.paused, None, pause.evidence)
                 raise
@@ -113,7 +116,7 @@ class Engine(Generic[C]):
             return self._accept(stage, run, result)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _accept(self, stage: StageDef[C], run: Any, result: Result) -> Result:
+    def _accept(self, stage: StageDef[C], run: RunRecord, result: Result) -> RunRecord:
         self.faults.point("before_accept", stage.name)
         shortfalls = result.evidence.shortfalls(stage.required)
         if shortfalls:
@@ -123,4 +126,9 @@ class Engine(Generic[C]):
             )
         self.ledger.finish(run, RunStatus.accepted, result.content_id, result.evidence)
         self.faults.point("after_accept", stage.name)
-        return result
+        return dataclasses.replace(
+            run,
+            status=RunStatus.accepted,
+            content_id=result.content_id,
+            evidence=result.evidence,
+        )

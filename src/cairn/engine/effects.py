@@ -4,12 +4,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Protocol
 
 from cairn.engine.faults import NO_FAULTS, Faults
 from cairn.errors import CairnError
 
-INTENDED, DONE, FAILED = "intended", "done", "failed"
+
+class EffectStatus(StrEnum):
+    """Where an effect stands: its intent is always recorded before it acts."""
+
+    intended = "intended"
+    """Recorded before acting; the outside world decides whether it happened (inspection)."""
+    done = "done"
+    """It happened; `external_ref` names it outside (a commit, a pull request)."""
+    failed = "failed"
+    """Acting produced nothing; it may be intended again and retried."""
 
 
 class Undecidable(CairnError):
@@ -18,7 +28,9 @@ class Undecidable(CairnError):
 
 @dataclass(frozen=True)
 class EffectState:
-    status: str
+    """An effect as its ledger holds it."""
+
+    status: EffectStatus
     external_ref: str | None
 
 
@@ -29,7 +41,9 @@ class EffectLedger(Protocol):
         """Record the intent (once per key); return the effect's state as it stands."""
         ...
 
-    def done(self, key: str, external_ref: str | None, status: str = DONE) -> None:
+    def done(
+        self, key: str, external_ref: str | None, status: EffectStatus = EffectStatus.done
+    ) -> None:
         """Record the effect done (or failed, or intended again), with its outside name."""
         ...
 
@@ -54,17 +68,17 @@ def perform(
     crash during the new attempt is reconciled like any other intent.
     """
     state = ledger.begin(kind, key)
-    if state.status == DONE:
+    if state.status == EffectStatus.done:
         return state.external_ref
-    if state.status == FAILED:
-        ledger.done(key, None, INTENDED)
+    if state.status == EffectStatus.failed:
+        ledger.done(key, None, EffectStatus.intended)
     faults.point("after_intent", kind)
     # Inspected even on a first attempt: an earlier process may have acted, then died.
     reference = inspect()
     if reference is None:
         reference = act()
         faults.point("after_effect", kind)
-    ledger.done(key, reference, DONE if reference is not None else FAILED)
+    ledger.done(key, reference, EffectStatus.done if reference is not None else EffectStatus.failed)
     return reference
 
 
@@ -76,9 +90,11 @@ class MemoryEffects:
 
     def begin(self, kind: str, key: str) -> EffectState:
         if key not in self.effects:
-            self.effects[key] = (kind, EffectState(INTENDED, None))
+            self.effects[key] = (kind, EffectState(EffectStatus.intended, None))
         return self.effects[key][1]
 
-    def done(self, key: str, external_ref: str | None, status: str = DONE) -> None:
+    def done(
+        self, key: str, external_ref: str | None, status: EffectStatus = EffectStatus.done
+    ) -> None:
         kind, _ = self.effects[key]
         self.effects[key] = (kind, EffectState(status, external_ref))

@@ -26,16 +26,19 @@ class RunStatus(StrEnum):
 
 @dataclass(frozen=True)
 class RunRecord:
-    """One stage run as the ledger holds it (evidence may be unreadable: then it is None)."""
+    """One stage run as the ledger holds it, its evidence parsed (empty while none is recorded).
+
+    A run whose stored fields cannot be read is no record at all (see `read_record`).
+    """
 
     stage: str
     attempt: int
     recipe_id: str
     content_id: str | None
-    evidence: Evidence | None
+    evidence: Evidence
     status: RunStatus
     ref: Any = None
-    """The ledger's own handle for the run (a row id), for marking it reused."""
+    """The ledger's own handle for the run (a row id), for finishing it or marking it reused."""
 
 
 class Ledger(Protocol):
@@ -45,12 +48,12 @@ class Ledger(Protocol):
         """Every recorded run, oldest first, as raw fields (stage, attempt, recipe_id, ...)."""
         ...
 
-    def start(self, stage: str, recipe_id: str) -> Any:
-        """Record the intent to run `stage` with this recipe; returns the run's handle."""
+    def start(self, stage: str, recipe_id: str) -> RunRecord:
+        """Record the intent to run `stage` with this recipe; returns the run, `running`."""
         ...
 
     def finish(
-        self, run: Any, status: RunStatus, content_id: str | None, evidence: Evidence | None
+        self, run: RunRecord, status: RunStatus, content_id: str | None, evidence: Evidence
     ) -> None:
         """Record what the run produced and whether it was accepted."""
         ...
@@ -87,7 +90,7 @@ def read_record(raw: Mapping[str, Any]) -> RunRecord | None:
     """A record from stored fields, or None when any of them cannot be trusted."""
     try:
         evidence_data = raw.get("evidence")
-        evidence = Evidence.from_data(evidence_data) if evidence_data is not None else None
+        evidence = Evidence.from_data(evidence_data) if evidence_data is not None else Evidence()
         record = RunRecord(
             stage=str(raw["stage"]),
             attempt=int(raw["attempt"]),
@@ -99,7 +102,7 @@ def read_record(raw: Mapping[str, Any]) -> RunRecord | None:
         )
     except (KeyError, TypeError, ValueError, AttributeError):
         return None
-    if record.status is RunStatus.accepted and (record.evidence is None or not record.content_id):
+    if record.status is RunStatus.accepted and (evidence_data is None or not record.content_id):
         return None  # an accepted run without its evidence or content cannot justify reuse
     return record
 
@@ -113,7 +116,7 @@ class MemoryLedger:
     def runs(self) -> list[dict[str, Any]]:
         return [dict(row) for row in self.rows]
 
-    def start(self, stage: str, recipe_id: str) -> int:
+    def start(self, stage: str, recipe_id: str) -> RunRecord:
         attempt = 1 + sum(1 for row in self.rows if row["stage"] == stage)
         self.rows.append(
             {
@@ -126,15 +129,17 @@ class MemoryLedger:
                 "status": RunStatus.running.value,
             }
         )
-        return len(self.rows) - 1
+        return RunRecord(
+            stage, attempt, recipe_id, None, Evidence(), RunStatus.running, ref=len(self.rows) - 1
+        )
 
     def finish(
-        self, run: int, status: RunStatus, content_id: str | None, evidence: Evidence | None
+        self, run: RunRecord, status: RunStatus, content_id: str | None, evidence: Evidence
     ) -> None:
-        self.rows[run] |= {
+        self.rows[run.ref] |= {
             "status": status.value,
             "content_id": content_id,
-            "evidence": evidence.to_data() if evidence is not None else None,
+            "evidence": evidence.to_data(),
         }
 
     def mark_reused(self, record: RunRecord) -> None:

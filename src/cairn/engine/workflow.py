@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Generic, TypeVar
 
 from cairn.engine.evidence import Evidence
@@ -51,12 +52,37 @@ class EvidenceShort(StageFailed):
     """A result whose evidence is missing or short: never accepted."""
 
 
+class Upstream(Mapping[str, RunRecord]):
+    """The accepted runs a stage declared in its `needs`, by stage name, evidence parsed.
+
+    Each was accepted earlier in the same drive, or reused from the drive's snapshot (for a
+    resumed job: accepted by an earlier process). A stage reads its inputs from here, never
+    from the ledger behind the engine's back.
+    """
+
+    def __init__(self, stage: str, runs: Mapping[str, RunRecord]) -> None:
+        self._stage = stage
+        self._runs = MappingProxyType(dict(runs))
+
+    def __getitem__(self, name: str) -> RunRecord:
+        try:
+            return self._runs[name]
+        except KeyError:
+            raise KeyError(f"stage {self._stage} does not declare {name} in its needs") from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._runs)
+
+    def __len__(self) -> int:
+        return len(self._runs)
+
+
 @dataclass(frozen=True)
 class StageDef(Generic[C]):
     """One stage: a stable name, what its recipe is made of, how to run it, what proves it."""
 
     name: str
-    run: Callable[[C], Result]
+    run: Callable[[C, Upstream], Result]
     inputs: Callable[[C], Mapping[str, Any]] = field(default=lambda ctx: {})
     settings: Callable[[C], Mapping[str, Any]] = field(default=lambda ctx: {})
     tools: Mapping[str, str] = field(default_factory=dict)
@@ -66,10 +92,17 @@ class StageDef(Generic[C]):
     """The content identity recomputed from the world as it is now; None: never reused."""
     max_attempts: int = 1
     """How many times one drive may run the stage when it raises Retry."""
+    needs: tuple[str, ...] = ()
+    """Earlier stages whose accepted runs `run` reads, handed to it as its `Upstream`.
+
+    Only what `run` reads: the recipe names the content of every earlier stage regardless.
+    """
 
 
 @dataclass(frozen=True)
 class Workflow(Generic[C]):
+    """Stages in order: each runs only after every stage before it was accepted or reused."""
+
     name: str
     stages: tuple[StageDef[C], ...]
 
@@ -77,3 +110,12 @@ class Workflow(Generic[C]):
         names = [stage.name for stage in self.stages]
         if len(names) != len(set(names)):
             raise ValueError(f"workflow {self.name} repeats a stage name: {names}")
+        earlier: set[str] = set()
+        for stage in self.stages:
+            unmet = [need for need in stage.needs if need not in earlier]
+            if unmet:
+                raise ValueError(
+                    f"stage {stage.name} of workflow {self.name} needs {', '.join(unmet)}, "
+                    "which must be stages before it"
+                )
+            earlier.add(stage.name)

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
 from typing import Any
 
 from cairn.agents.base import Agent, DependencyAsk, Outcome, OutcomeKind, Turn
 from cairn.agents.registry import get_agent
+from cairn.canonical import Form, digest
 from cairn.deps.requests import dependency_problem, label
 from cairn.engine import Evidence, Expect, Measurement, Pause, Result, Retry, StageDef, StageFailed
+from cairn.engine.workflow import Upstream
 from cairn.errors import LeaseLost
 from cairn.jobs import context
 from cairn.jobs.dependencies import install_approved, missing_declarations
 from cairn.jobs.drive import Drive
+from cairn.jobs.ledger import run_record
 from cairn.sanitize import SUMMARY_LIMIT
 from cairn.stages import Stage
 from cairn.store import decisions, progress, stage_runs
@@ -29,7 +30,7 @@ CORRECTIVE_NOTE = (
 _GATE = Stage.awaiting_dependency_approval.value
 
 
-def _agent(drive: Drive) -> Result:
+def _agent(drive: Drive, upstream: Upstream) -> Result:
     """One agent turn in the job's own context; the workspace decides what it achieved."""
     _tell_dependency_decision(drive)
     agent = get_agent(drive.request.agent)
@@ -110,13 +111,11 @@ def _settle(drive: Drive, outcome: Outcome, corrective: bool) -> Result:
 
 
 def _corrective_is_due(drive: Drive) -> bool:
+    """Whether an earlier attempt of this stage, in this drive or before a crash, asked for it."""
     with drive.store.begin() as conn:
         runs = stage_runs.for_job(conn, drive.job.id)
-    return any(
-        (run.evidence or {}).get("corrective_next", {}).get("value")
-        for run in runs
-        if run.stage == Stage.running_agent
-    )
+    attempts = [run_record(run) for run in runs if run.stage == Stage.running_agent]
+    return any(run is not None and run.evidence.get("corrective_next") for run in attempts)
 
 
 def _is_first_job_in_room(drive: Drive) -> bool:
@@ -178,8 +177,9 @@ def _tell_dependency_decision(drive: Drive) -> None:
 
 
 def _spec_id(spec: dict[str, Any]) -> str:
-    # Specs may hold floats (a timeout); canonical identities refuse them, plain JSON does not.
-    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
+    # Specs may hold floats (a timeout), which the compact form refuses; and this identity sits
+    # in every stored agent-stage recipe, so it keeps the spaced form it was first hashed in.
+    return digest(spec, Form.spaced)
 
 
 AGENT: StageDef[Drive] = StageDef(

@@ -9,6 +9,7 @@ from cairn.engine import (
     Result,
     StageDef,
     Undecidable,
+    Upstream,
     digest,
     perform,
 )
@@ -16,13 +17,12 @@ from cairn.errors import WorkspaceError
 from cairn.jobs.drive import Blocked, Drive
 from cairn.jobs.ledger import StoreEffects
 from cairn.stages import Stage
-from cairn.store import stage_runs
 from cairn.workspace import delivery
 
 
-def _deliver(drive: Drive) -> Result:
+def _deliver(drive: Drive, upstream: Upstream) -> Result:
     """Push, then merge; a merge left to a person blocks the job here until it is done."""
-    sha = reviewed_commit(drive)
+    sha = reviewed_commit(upstream)
     effects = StoreEffects(drive.store, drive.job.id, drive.token)
     resume = f"run `cairn resume {drive.job.id}`"
     try:
@@ -70,12 +70,11 @@ def _left_to_a_person(drive: Drive, why: str | None) -> str:
     )
 
 
-def reviewed_commit(drive: Drive) -> str:
+def reviewed_commit(upstream: Upstream) -> str:
     """The commit the reviewer saw; later edits to the workspace are never delivered."""
-    with drive.store.begin() as conn:
-        summarized = stage_runs.last_accepted(conn, drive.job.id, Stage.summarizing)
-    assert summarized is not None and summarized.content_id, "review follows an accepted summary"
-    return summarized.content_id
+    commit = upstream[Stage.summarizing].content_id
+    assert commit, "an accepted summary names its commit"
+    return commit
 
 
 def _pushed(drive: Drive, sha: str) -> str | None:
@@ -108,4 +107,5 @@ DELIVER: StageDef[Drive] = StageDef(
     run=_deliver,
     inputs=lambda drive: {"repo": drive.room.repo, "branch": drive.room.base_branch},
     required=("pushed", "merged"),
+    needs=(Stage.summarizing.value,),
 )

@@ -36,6 +36,7 @@ from cairn.deps import (
 from cairn.deps.fingerprint import write_inputs
 from cairn.deps.requests import label
 from cairn.engine import Evidence, Expect, Measurement, Result, RunRecord, StageDef, digest
+from cairn.engine.workflow import Upstream
 from cairn.jobs.drive import Blocked, Drive
 from cairn.jobs.fresh_baseline import REPOSITORY_CAUSE
 from cairn.stages import Stage
@@ -95,7 +96,7 @@ def materialize(
     return Materialized(len(present), record.package_count or 0, len(set(present) - pinned))
 
 
-def _prepare(drive: Drive) -> Result:
+def _prepare(drive: Drive, upstream: Upstream) -> Result:
     """Materialize every set of dependency inputs the workspace holds (none is fine)."""
     found: list[Materialized] = []
     for kind in installer_kinds().values():

@@ -13,13 +13,14 @@ from cairn.engine import (
     RunRecord,
     StageDef,
     StageFailed,
+    Upstream,
     digest,
 )
 from cairn.errors import BoundaryError
 from cairn.jobs.drive import Drive
 from cairn.sanitize import SUMMARY_LIMIT
 from cairn.stages import Gate, Stage, Verdict
-from cairn.store import decisions, stage_runs
+from cairn.store import decisions
 from cairn.workspace.commands import CommandResult, run_in_workspace
 
 VERIFY_TIMEOUT_SECONDS = 1800
@@ -34,7 +35,7 @@ def _verified(tree: str, command: str | None, exit_status: int | None) -> str:
     return digest({"tree": tree, "command": command, "exit_status": exit_status})
 
 
-def _verify(drive: Drive) -> Result:
+def _verify(drive: Drive, upstream: Upstream) -> Result:
     """Run the room's verify command against the result; a failure ends the job, with why."""
     command = drive.room.verify_command
     tree = drive.worktree.content_id()
@@ -105,25 +106,23 @@ def _verify_problem(result: CommandResult, *, changed: bool) -> str | None:
 
 
 def _verify_now(drive: Drive, prior: RunRecord) -> str:
-    exit_status = prior.evidence.get("exit_status") if prior.evidence else None
+    exit_status = prior.evidence.get("exit_status")
     return _verified(drive.worktree.content_id(), drive.room.verify_command, exit_status)
 
 
-def _summarize(drive: Drive) -> Result:
+def _summarize(drive: Drive, upstream: Upstream) -> Result:
     """Commit the verified result to the job branch and write the summary the reviewer reads."""
     baseline = drive.job.baseline or ""
     tree = drive.worktree.content_id()
     with drive.store.begin() as conn:
-        verified = stage_runs.last_accepted(conn, drive.job.id, Stage.verifying)
-        agent = stage_runs.last_accepted(conn, drive.job.id, Stage.running_agent)
         mark = max((d.id for d in decisions.for_job(conn, drive.job.id)), default=0)
-    if verified is None or (verified.evidence or {}).get("tree", {}).get("value") != tree:
+    if upstream[Stage.verifying].evidence.get("tree") != tree:
         raise StageFailed("the workspace changed after verification; nothing was delivered")
     with drive.mirror.lock():
         commit = drive.worktree.commit(
             baseline, f"{drive.branch}: {_first_line(drive.request.text)}"
         )
-    told = ((agent.evidence or {}).get("agent_summary") or {}).get("value") if agent else None
+    told = upstream[Stage.running_agent].evidence.get("agent_summary")
     # The commit holds exactly `tree` (checked above against what was verified).
     diffstat = drive.worktree.diffstat(baseline, tree)
     summary = drive.sanitizer.clean(review_text(told, diffstat), SUMMARY_LIMIT)
@@ -174,22 +173,18 @@ def _summary_now(drive: Drive, prior: RunRecord) -> str | None:
     return prior.content_id if on_branch and head_tree == drive.worktree.content_id() else None
 
 
-def _review(drive: Drive) -> Result:
+def _review(drive: Drive, upstream: Upstream) -> Result:
     """The integration gate: an approval made after this result was summarized, or a pause."""
+    summarized = upstream[Stage.summarizing]
     with drive.store.begin() as conn:
-        summarized = stage_runs.last_accepted(conn, drive.job.id, Stage.summarizing)
         made = decisions.for_job(conn, drive.job.id)
-    mark = (
-        ((summarized.evidence or {}).get("decision_mark") or {}).get("value", 0)
-        if summarized
-        else 0
-    )
+    mark = summarized.evidence.get("decision_mark") or 0
     later = [d for d in made if d.gate == Gate.integration and d.id > mark]
     if not later or later[-1].verdict != Verdict.approved:
         raise Pause(Stage.awaiting_review.value)
     decision = later[-1]
     return Result(
-        digest({"decision": decision.id, "commit": summarized.content_id if summarized else None}),
+        digest({"decision": decision.id, "commit": summarized.content_id}),
         Evidence.of(
             Measurement("approved_by", decision.actor), Measurement("decision", decision.id)
         ),
@@ -213,10 +208,12 @@ SUMMARY: StageDef[Drive] = StageDef(
     run=_summarize,
     required=("files_summarized", "commit"),
     content_now=_summary_now,
+    needs=(Stage.running_agent.value, Stage.verifying.value),
 )
 REVIEW: StageDef[Drive] = StageDef(
     name=Stage.awaiting_review.value,
     run=_review,
     required=("approved_by",),
     content_now=lambda drive, prior: prior.content_id,
+    needs=(Stage.summarizing.value,),
 )

@@ -13,6 +13,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from cairn.engine import Measurement
+from cairn.jobs.ledger import run_record
 from cairn.store import stage_runs
 from cairn.store.records import Job
 
@@ -23,10 +24,10 @@ REPOSITORY_CAUSE = Measurement("cause", "repository")
 def blocked_by_repository(conn: sa.Connection, job: Job) -> bool:
     """Whether the job's latest stage run ended on a block whose cause lies in the repository."""
     runs = stage_runs.for_job(conn, job.id)
-    if not runs:
-        return False
-    cause = (runs[-1].evidence or {}).get(REPOSITORY_CAUSE.name) or {}
-    return isinstance(cause, dict) and cause.get("value") == REPOSITORY_CAUSE.value
+    latest = run_record(runs[-1]) if runs else None
+    return (
+        latest is not None and latest.evidence.get(REPOSITORY_CAUSE.name) == REPOSITORY_CAUSE.value
+    )
 
 
 def resume_note(job: Job, base_branch: str) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 
 from cairn.config import Config
 from cairn.deps.tree import remove_tree
-from cairn.engine import EffectState, perform
+from cairn.engine import EffectState, EffectStatus, perform
 from cairn.errors import WorkspaceError
 from cairn.store import Store, effects
 from cairn.store import jobs as job_ledger
@@ -99,8 +99,10 @@ def prune_mirror(mirror: Mirror) -> None:
 def _collect_branch(store: Store, job: Job, room: Room, mirror: Mirror, done: Collected) -> None:
     with store.begin() as conn:
         recorded = effects.for_job(conn, job.id)
-    pushed = [e.external_ref for e in recorded if e.kind == "push" and e.status == effects.DONE]
-    deleted = any(e.kind == DELETE_BRANCH and e.status == effects.DONE for e in recorded)
+    pushed = [
+        e.external_ref for e in recorded if e.kind == "push" and e.status == EffectStatus.done
+    ]
+    deleted = any(e.kind == DELETE_BRANCH and e.status == EffectStatus.done for e in recorded)
     sha = pushed[-1] if pushed else None
     if sha is None or deleted:
         return
@@ -138,7 +140,9 @@ class _EndedJobEffects:
             effect = effects.begin(conn, self.job_id, kind, key)
         return EffectState(effect.status, effect.external_ref)
 
-    def done(self, key: str, external_ref: str | None, status: str = effects.DONE) -> None:
+    def done(
+        self, key: str, external_ref: str | None, status: EffectStatus = EffectStatus.done
+    ) -> None:
         with self.store.begin() as conn:
             effects.mark(conn, key, status, external_ref)
 

@@ -5,8 +5,26 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from cairn.engine import EffectState, Evidence, RunRecord, RunStatus
+from cairn.engine import EffectState, EffectStatus, Evidence, RunRecord, RunStatus, read_record
 from cairn.store import Store, effects, stage_runs
+from cairn.store.records import StageRun
+
+
+def run_record(run: StageRun) -> RunRecord | None:
+    """The engine's reading of a stored stage run, evidence parsed; None when it is unreadable."""
+    return read_record(_fields(run))
+
+
+def _fields(run: StageRun) -> dict[str, Any]:
+    return {
+        "id": run.id,
+        "stage": run.stage,
+        "attempt": run.attempt,
+        "recipe_id": run.recipe_id,
+        "content_id": run.content_id,
+        "evidence": run.evidence,
+        "status": run.status,
+    }
 
 
 class StoreLedger:
@@ -19,26 +37,21 @@ class StoreLedger:
         with self.store.begin() as conn:
             rows = stage_runs.for_job(conn, self.job_id)
         for run in rows:
-            yield {
-                "id": run.id,
-                "stage": run.stage,
-                "attempt": run.attempt,
-                "recipe_id": run.recipe_id,
-                "content_id": run.content_id,
-                "evidence": run.evidence,
-                "status": run.status,
-            }
+            yield _fields(run)
 
-    def start(self, stage: str, recipe_id: str) -> int:
+    def start(self, stage: str, recipe_id: str) -> RunRecord:
         with self.store.fenced(self.job_id, self.token) as conn:
-            return stage_runs.start(conn, self.job_id, stage, recipe_id, self.token).id
+            started = run_record(stage_runs.start(conn, self.job_id, stage, recipe_id, self.token))
+        assert started is not None, "a run just recorded reads back"
+        return started
 
     def finish(
-        self, run: int, status: RunStatus, content_id: str | None, evidence: Evidence | None
+        self, run: RunRecord, status: RunStatus, content_id: str | None, evidence: Evidence
     ) -> None:
-        data = evidence.to_data() if evidence is not None else None
         with self.store.fenced(self.job_id, self.token) as conn:
-            stage_runs.finish(conn, run, status=status.value, content_id=content_id, evidence=data)
+            stage_runs.finish(
+                conn, run.ref, status=status, content_id=content_id, evidence=evidence.to_data()
+            )
 
     def mark_reused(self, record: RunRecord) -> None:
         with self.store.fenced(self.job_id, self.token) as conn:
@@ -56,6 +69,8 @@ class StoreEffects:
             effect = effects.begin(conn, self.job_id, kind, key)
         return EffectState(effect.status, effect.external_ref)
 
-    def done(self, key: str, external_ref: str | None, status: str = effects.DONE) -> None:
+    def done(
+        self, key: str, external_ref: str | None, status: EffectStatus = EffectStatus.done
+    ) -> None:
         with self.store.fenced(self.job_id, self.token) as conn:
             effects.mark(conn, key, status, external_ref)

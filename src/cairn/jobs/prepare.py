@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from cairn.engine import Evidence, Expect, Measurement, Result, RunRecord, StageDef, digest
+from cairn.engine.workflow import Upstream
 from cairn.errors import WorkspaceError
 from cairn.jobs.drive import Blocked, Drive
 from cairn.jobs.fresh_baseline import REPOSITORY_CAUSE
@@ -11,7 +12,7 @@ from cairn.workspace.git import IDENTITY, try_git
 from cairn.workspace.mirror import checkout_changes
 
 
-def _baseline(drive: Drive) -> Result:
+def _baseline(drive: Drive, upstream: Upstream) -> Result:
     """Fetch the authoritative base branch now; never clean someone's uncommitted work."""
     room = drive.room
     changes = checkout_changes(room.repo, room.base_branch)
@@ -56,7 +57,7 @@ def _workspace_identity(drive: Drive) -> str:
     return digest({"branch": drive.branch, "baseline": drive.job.baseline})
 
 
-def _workspace(drive: Drive) -> Result:
+def _workspace(drive: Drive, upstream: Upstream) -> Result:
     """Create (or, on resume, reuse) the job's own worktree at the baseline."""
     baseline = drive.job.baseline
     assert baseline is not None, "the baseline stage records it"

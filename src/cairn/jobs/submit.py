@@ -6,6 +6,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from cairn.engine import EffectStatus
 from cairn.errors import InvalidState, NotAllowed, UsageError
 from cairn.jobs import run_gate
 from cairn.jobs.access import BINDING_KEY, room_binding
@@ -77,7 +78,9 @@ def retry_job(conn: sa.Connection, job_id: int, actor: str) -> Job:
     room = get_room(conn, old.room_id)
     user = _member(conn, room, actor)
     scope = request.scope | {BINDING_KEY: room_binding(room), "retry_of": old.id}
-    if any(e.kind == "push" and e.status == effects.DONE for e in effects.for_job(conn, old.id)):
+    if any(
+        e.kind == "push" and e.status == EffectStatus.done for e in effects.for_job(conn, old.id)
+    ):
         scope["reference_branch"] = old.branch_in(installation_of(conn))
     job = job_ledger.submit(
         conn,

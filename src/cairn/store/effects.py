@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from cairn.engine.effects import EffectStatus
 from cairn.store.records import Effect
 from cairn.store.schema import effects, utcnow
-
-INTENDED, DONE, FAILED = "intended", "done", "failed"
 
 
 def begin(conn: sa.Connection, job_id: int, kind: str, key: str) -> Effect:
@@ -17,7 +16,11 @@ def begin(conn: sa.Connection, job_id: int, kind: str, key: str) -> Effect:
         return existing
     conn.execute(
         sa.insert(effects).values(
-            job_id=job_id, kind=kind, idempotency_key=key, status=INTENDED, intended_at=utcnow()
+            job_id=job_id,
+            kind=kind,
+            idempotency_key=key,
+            status=EffectStatus.intended,
+            intended_at=utcnow(),
         )
     )
     found = find(conn, key)
@@ -25,13 +28,15 @@ def begin(conn: sa.Connection, job_id: int, kind: str, key: str) -> Effect:
     return found
 
 
-def mark(conn: sa.Connection, key: str, status: str, external_ref: str | None = None) -> Effect:
+def mark(
+    conn: sa.Connection, key: str, status: EffectStatus, external_ref: str | None = None
+) -> Effect:
     """Record that the effect is done (or failed), with what the outside world calls it."""
-    done_at = utcnow() if status == DONE else None
+    done_at = utcnow() if status == EffectStatus.done else None
     conn.execute(
         sa.update(effects)
         .where(effects.c.idempotency_key == key)
-        .values(status=status, external_ref=external_ref, done_at=done_at)
+        .values(status=EffectStatus(status).value, external_ref=external_ref, done_at=done_at)
     )
     found = find(conn, key)
     assert found is not None

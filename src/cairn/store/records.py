@@ -6,7 +6,9 @@ import dataclasses
 from datetime import datetime
 from typing import Any, Self
 
-from cairn.stages import Stage, Status
+from cairn.engine.effects import EffectStatus
+from cairn.engine.ledger import RunStatus
+from cairn.stages import Gate, Stage, Status, Verdict
 
 
 class Record:
@@ -107,25 +109,33 @@ class StageRun(Record):
     recipe_id: str
     content_id: str | None
     evidence: dict[str, Any] | None
-    status: str
+    """As stored; the engine reads it as `Evidence` (see `cairn.jobs.ledger.run_record`)."""
+    status: RunStatus
     fencing_token: int
     started_at: datetime
     ended_at: datetime | None
     reused_at: datetime | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", RunStatus(self.status))
 
 
 @dataclasses.dataclass(frozen=True)
 class Decision(Record):
     id: int
     job_id: int | None
-    gate: str
-    verdict: str
+    gate: Gate
+    verdict: Verdict
     actor: str
     reason: str | None
     policy: str | None
     at: datetime
     prev_hash: str
     hash: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "gate", Gate(self.gate))
+        object.__setattr__(self, "verdict", Verdict(self.verdict))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,10 +157,13 @@ class Effect(Record):
     job_id: int
     kind: str
     idempotency_key: str
-    status: str
+    status: EffectStatus
     external_ref: str | None
     intended_at: datetime
     done_at: datetime | None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", EffectStatus(self.status))
 
 
 @dataclasses.dataclass(frozen=True)

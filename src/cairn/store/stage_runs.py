@@ -6,6 +6,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from cairn.engine.ledger import RunStatus
 from cairn.store.records import StageRun
 from cairn.store.schema import stage_runs, utcnow
 
@@ -22,9 +23,9 @@ def start(
         .where(
             stage_runs.c.job_id == job_id,
             stage_runs.c.stage == stage,
-            stage_runs.c.status == "running",
+            stage_runs.c.status == RunStatus.running.value,
         )
-        .values(status="abandoned", ended_at=utcnow())
+        .values(status=RunStatus.abandoned.value, ended_at=utcnow())
     )
     attempt = (
         conn.execute(
@@ -40,27 +41,34 @@ def start(
             stage=stage,
             attempt=attempt,
             recipe_id=recipe_id,
-            status="running",
+            status=RunStatus.running.value,
             fencing_token=fencing_token,
             started_at=utcnow(),
         )
     )
-    return get(conn, result.inserted_primary_key[0])
+    key = result.inserted_primary_key
+    assert key is not None, "an insert of one row has its key"
+    return get(conn, key[0])
 
 
 def finish(
     conn: sa.Connection,
     run_id: int,
     *,
-    status: str,
+    status: RunStatus,
     content_id: str | None,
-    evidence: dict[str, Any],
+    evidence: dict[str, Any] | None,
 ) -> StageRun:
     """Record what the attempt produced and whether its evidence accepted it."""
     conn.execute(
         sa.update(stage_runs)
         .where(stage_runs.c.id == run_id)
-        .values(status=status, content_id=content_id, evidence=evidence, ended_at=utcnow())
+        .values(
+            status=RunStatus(status).value,
+            content_id=content_id,
+            evidence=evidence,
+            ended_at=utcnow(),
+        )
     )
     return get(conn, run_id)
 
@@ -74,21 +82,6 @@ def get(conn: sa.Connection, run_id: int) -> StageRun:
 def for_job(conn: sa.Connection, job_id: int) -> list[StageRun]:
     query = sa.select(stage_runs).where(stage_runs.c.job_id == job_id).order_by(stage_runs.c.id)
     return [StageRun.from_row(r) for r in conn.execute(query)]
-
-
-def last_accepted(conn: sa.Connection, job_id: int, stage: str) -> StageRun | None:
-    """The job's latest accepted run of `stage`, or None when it has none."""
-    row = conn.execute(
-        sa.select(stage_runs)
-        .where(
-            stage_runs.c.job_id == job_id,
-            stage_runs.c.stage == stage,
-            stage_runs.c.status == "accepted",
-        )
-        .order_by(stage_runs.c.id.desc())
-        .limit(1)
-    ).first()
-    return StageRun.from_row(row) if row else None
 
 
 def mark_reused(conn: sa.Connection, run_id: int) -> None:
