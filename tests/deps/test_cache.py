@@ -35,17 +35,11 @@ from cairn.store import Store
 from cairn.store import dependency_caches as ledger
 from cairn.store.dependency_caches import CacheRecord, CacheStatus
 from cairn.store.schema import dependency_caches
+from cairn.testing.installers import FakeInstaller, fake_project
+from cairn.testing.repos import npm_project, python_project
 from cairn.workspace.boundary import escaping_links
 
-from .conftest import (
-    CountingRunner,
-    FakeInstaller,
-    fake_project,
-    npm_project,
-    python_project,
-    snapshot,
-    uv_path,
-)
+from .conftest import CountingRunner, snapshot, uv_path
 
 
 def uv_shim(tmp_path: Path) -> tuple[Path, Path]:

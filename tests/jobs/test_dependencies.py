@@ -25,9 +25,8 @@ from cairn.jobs import gates
 from cairn.stages import Stage, Status
 from cairn.store import contexts
 from cairn.store.dependency_caches import CacheStatus
+from cairn.testing.harness import Cairn
 from cairn.testing.repos import commit_file
-
-from .conftest import Cairn
 
 pytestmark = pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
 

@@ -9,8 +9,7 @@ import pytest
 from cairn.errors import NotAllowed, UsageError
 from cairn.stages import Stage, Status
 from cairn.store import contexts
-
-from .conftest import Cairn
+from cairn.testing.harness import Cairn
 
 DEPENDENCY_THEN_WRITE = """
 steps:

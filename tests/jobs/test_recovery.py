@@ -7,8 +7,8 @@ import pytest
 from cairn.errors import InvalidState
 from cairn.jobs import agent_turns, gates
 from cairn.stages import Stage, Status
+from cairn.testing.harness import Cairn
 
-from .conftest import Cairn
 from .test_delivery import Killed
 
 WRITE_B = 'steps:\n  - write: {path: b.txt, content: "b\\n"}\n  - finish: {summary: added b}\n'

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 
 from cairn.agents import parse_script, script_to_data
 from cairn.store import schema
-from jobs.conftest import Cairn
+from cairn.testing.harness import Cairn
 
 from .leaks import Planted, assert_no_leak, planted_texts
 
