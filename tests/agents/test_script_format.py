@@ -23,7 +23,7 @@ from cairn.agents import (
     script_from_data,
     script_to_data,
 )
-from cairn.agents.script_format import MAX_SCRIPT_BYTES, MAX_SCRIPT_CHARS, STEP_TYPES
+from cairn.agents.script_format import MAX_SCRIPT_BYTES, MAX_SCRIPT_CHARS
 from cairn.errors import ScriptError
 
 EVERY_STEP = """\
@@ -149,64 +149,8 @@ def test_stored_data_is_checked_like_yaml() -> None:
         script_from_data({"steps": [{"write": {"path": "/abs", "content": ""}}]})
 
 
-# --- fuzzing: any input either parses or raises ScriptError, never anything else ---
-
-WORDS = ["steps", *STEP_TYPES, "path", "content", "command", "ecosystem", "name", "version"]
-WORDS += ["reason", "message", "summary", ".git/config", "../x", "a.txt", "/abs"]
-leaves = (
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.floats()
-    | st.text(max_size=12)
-    | st.sampled_from(WORDS)
-)
-yamlish = st.recursive(
-    leaves,
-    lambda children: (
-        st.lists(children, max_size=4)
-        | st.dictionaries(
-            st.sampled_from(WORDS) | st.text(max_size=6) | st.integers(), children, max_size=4
-        )
-    ),
-    max_leaves=25,
-)
+# Fuzzing of the parser (any input: a script or a ScriptError) is in tests/security/test_fuzz.py.
 FUZZ = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-def _only_script_errors(call: object, value: object) -> None:
-    try:
-        result = call(value)  # type: ignore[operator]
-    except ScriptError as exc:
-        assert str(exc)
-    else:
-        assert isinstance(result, Script)
-
-
-@FUZZ
-@given(st.text())
-def test_fuzz_arbitrary_text_only_raises_script_error(text: str) -> None:
-    _only_script_errors(parse_script, text)
-
-
-@FUZZ
-@given(st.text(alphabet="{}[]:- \n'\"!&*#|>%@`,?\\0123456789abcdefgswriteunpathcontent"))
-def test_fuzz_yaml_punctuation_only_raises_script_error(text: str) -> None:
-    _only_script_errors(parse_script, text)
-
-
-@FUZZ
-@given(yamlish)
-def test_fuzz_structures_only_raise_script_error(value: object) -> None:
-    _only_script_errors(script_from_data, value)
-    _only_script_errors(script_from_data, {"steps": value})
-    _only_script_errors(parse_script, yaml.safe_dump({"steps": value}))
-
-
-@FUZZ
-@given(st.lists(st.dictionaries(st.sampled_from(WORDS), yamlish, min_size=1, max_size=2)))
-def test_fuzz_step_lists_only_raise_script_error(steps: list[dict[str, object]]) -> None:
-    _only_script_errors(script_from_data, {"steps": steps})
 
 
 # --- round trips of valid scripts ---

@@ -2,7 +2,7 @@
 
 Fixtures:
 
-- `team`: a `Cairn` (see tests/jobs/conftest.py) whose group `default` keeps the default
+- `team`: a `Cairn` (cairn.testing.harness) whose group `default` keeps the default
   policy (every run and dependency waits for an admin). People: admins `admin` and `bob`,
   member `alice`, and `carol`, who belongs only to group `others`. Room `sample` belongs to
   `default`.
@@ -13,18 +13,15 @@ Fixtures:
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from acceptance.conftest import Cli, base_env
-from cairn.config import Config
 from cairn.stages import Stage
 from cairn.store import Store, identity
-from cairn.store.rooms import create_room
+from cairn.testing.harness import Cairn, make_cairn
 from cairn.testing.repos import make_sample_repo
-from jobs.conftest import Cairn
 
 WRITE_B = 'steps:\n  - write: {path: b.txt, content: "b\\n"}\n  - finish: {summary: added b}\n'
 ASKS_FOR_RICH = """
@@ -39,21 +36,15 @@ STAGE_OF_GATE = {
     "dependency": Stage.awaiting_dependency_approval,
     "integration": Stage.awaiting_review,
 }
-PEOPLE = {"admin": "admin", "bob": "admin", "alice": "member"}
 
 
 @pytest.fixture
-def team(store: Store, tmp_path: Path, package_downloads: Path) -> Iterator[Cairn]:
-    config = Config(home=tmp_path / "home", lease_seconds=2, package_downloads=package_downloads)
-    repo = make_sample_repo(tmp_path / "repo")
+def team(store: Store, tmp_path: Path, package_downloads: Path) -> Cairn:
+    installation = make_cairn(store, tmp_path, policy=None, package_downloads=package_downloads)
     with store.begin() as conn:
-        group = identity.add_group(conn, "default")
-        for name, role in PEOPLE.items():
-            identity.set_membership(conn, group.id, identity.add_user(conn, name).id, role)
         others = identity.add_group(conn, "others")
         identity.set_membership(conn, others.id, identity.add_user(conn, "carol").id, "admin")
-        create_room(conn, name="sample", group_id=group.id, repo=str(repo), base_branch="main")
-    yield Cairn(store=store, config=config, repo=repo, tmp=tmp_path)
+    return installation
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@ from cairn.jobs import gates
 from cairn.jobs.policy import change_policy
 from cairn.store import contexts, identity
 from cairn.store.records import Job
-from jobs.conftest import Cairn
+from cairn.testing.harness import Cairn
 
 from .conftest import ASKS_FOR_RICH, WRITE_B
 

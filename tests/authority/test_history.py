@@ -16,7 +16,7 @@ from cairn.store import Store, decisions, identity
 from cairn.store import jobs as job_ledger
 from cairn.store.rooms import create_room
 from cairn.store.schema import decisions as decisions_table
-from jobs.conftest import Cairn
+from cairn.testing.harness import Cairn
 
 from .conftest import WRITE_B
 

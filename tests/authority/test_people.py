@@ -8,7 +8,7 @@ from cairn.errors import NotAllowed, UsageError
 from cairn.jobs import people
 from cairn.jobs.policy import GroupPolicy
 from cairn.store import identity
-from jobs.conftest import Cairn
+from cairn.testing.harness import Cairn
 
 
 def test_an_admin_adds_a_user_who_gets_a_token_once(team: Cairn) -> None:

@@ -9,8 +9,8 @@ from cairn.jobs import gates
 from cairn.jobs.policy import change_policy
 from cairn.store import contexts, identity
 from cairn.store.rooms import get_room, rebind_room
+from cairn.testing.harness import Cairn
 from cairn.testing.repos import make_sample_repo
-from jobs.conftest import Cairn
 
 from .conftest import ASKS_FOR_RICH, WRITE_B
 

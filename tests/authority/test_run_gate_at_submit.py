@@ -14,7 +14,7 @@ from cairn.store import jobs as job_ledger
 from cairn.store.identity import get_user
 from cairn.store.rooms import get_room
 from cairn.store.schema import decisions, jobs
-from jobs.conftest import Cairn
+from cairn.testing.harness import Cairn
 
 from .conftest import WRITE_B
 

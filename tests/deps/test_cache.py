@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
-import json
 import os
 import shutil
 import stat
 import subprocess
 import threading
 import time
+from collections.abc import Iterator, Sequence
 from datetime import timedelta
 from pathlib import Path
 
@@ -19,9 +20,11 @@ import sqlalchemy as sa
 
 from cairn.deps import (
     DependencyCache,
+    Finding,
     InstallError,
     NpmInstaller,
     OsvDirectory,
+    Package,
     QuarantinedError,
     UvInstaller,
     add_dependency,
@@ -36,17 +39,12 @@ from cairn.store import Store
 from cairn.store import dependency_caches as ledger
 from cairn.store.dependency_caches import CacheRecord, CacheStatus
 from cairn.store.schema import dependency_caches
+from cairn.testing.auditor import Advisory, FakeAuditor
+from cairn.testing.installers import FakeInstaller, fake_project
+from cairn.testing.repos import npm_project, python_project
 from cairn.workspace.boundary import escaping_links
 
-from .conftest import (
-    CountingRunner,
-    FakeInstaller,
-    fake_project,
-    npm_project,
-    python_project,
-    snapshot,
-    uv_path,
-)
+from .conftest import CountingRunner, snapshot, uv_path
 
 
 def uv_shim(tmp_path: Path) -> tuple[Path, Path]:
@@ -175,20 +173,8 @@ def test_a_new_advisory_blocks_reuse_of_a_ready_entry(tmp_path: Path, sqlite_sto
     installer = FakeInstaller()
     inputs = read_inputs(workspace, installer)
     assert DependencyCache(sqlite_store, tmp_path / "deps").prepare(installer, inputs)
-    advisories = tmp_path / "advisories"
-    advisories.mkdir()
-    (advisories / "TEST-1.json").write_text(
-        json.dumps(
-            {
-                "id": "TEST-1",
-                "database_specific": {"severity": "HIGH"},
-                "affected": [
-                    {"package": {"ecosystem": "npm", "name": "left-pad"}, "versions": ["1.3.0"]}
-                ],
-            }
-        )
-    )
-    audited = DependencyCache(sqlite_store, tmp_path / "deps", auditors=[OsvDirectory(advisories)])
+    published = FakeAuditor([Advisory("npm", "left-pad", "1.3.0", id="TEST-1", severity="HIGH")])
+    audited = DependencyCache(sqlite_store, tmp_path / "deps", auditors=[published])
     with pytest.raises(QuarantinedError, match=r"left-pad@1\.3\.0 has HIGH advisory TEST-1"):
         audited.prepare(installer, inputs)
     assert installer.prepared == 1
@@ -306,8 +292,7 @@ def test_prune_removes_what_cannot_be_used_and_spares_what_is_in_use(
     assert list((cache.root / ".staging").iterdir()) == []
     assert [r.id for r in cache.entries()] == [ready.id]
 
-    # A materialization in progress holds the entry's lock shared.
-    with locked(cache.lock_path(ready.fingerprint), shared=True):
+    with entry_in_use(cache, installer, tmp_path / "a"):
         assert cache.prune(everything=True) == []
     assert cache.prune(unused_for=timedelta(days=1)) == []
     assert [r.id for r in cache.prune(unused_for=timedelta(0))] == [ready.id]
@@ -329,6 +314,30 @@ def test_npm_entries_materialize_with_their_bin_links_inside(
         [str(link), "1.2.3", "-r", ">=1"], capture_output=True, text=True, check=False
     )
     assert done.stdout.strip() == "1.2.3"
+
+
+@contextlib.contextmanager
+def entry_in_use(cache: DependencyCache, installer: FakeInstaller, project: Path) -> Iterator[None]:
+    """While inside, another thread is reusing the project's ready entry (its audit paused)."""
+    auditing, done = threading.Event(), threading.Event()
+
+    class PausedAuditor(FakeAuditor):
+        def audit(self, ecosystem: str, packages: Sequence[Package]) -> list[Finding]:
+            auditing.set()
+            done.wait(timeout=30)
+            return super().audit(ecosystem, packages)
+
+    reusing = DependencyCache(cache.store, cache.root, auditors=[PausedAuditor()])
+    thread = threading.Thread(
+        target=reusing.prepare, args=(installer, read_inputs(project, installer))
+    )
+    thread.start()
+    try:
+        assert auditing.wait(timeout=30), "the reuse never reached its audit"
+        yield
+    finally:
+        done.set()
+        thread.join()
 
 
 def built_and_used(
@@ -520,13 +529,23 @@ def test_use_is_written_to_the_ledger_at_most_once_a_minute(
         assert (now == used) if not minutes_ago else (now > used)
 
 
-def test_recording_waits_out_the_timestamp_tick(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_recording_waits_out_the_timestamp_tick(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     slept: list[float] = []
     monkeypatch.setattr(manifest_module.time, "sleep", slept.append)
     now = time.time_ns()
-    manifest_module._settle([now - 10 * 10**9])  # written long ago: nothing to wait for
+
+    def record_written_at(name: str, mtime_ns: int) -> None:
+        file = tmp_path / name / "file"
+        file.parent.mkdir()
+        file.write_text("x")
+        os.utime(file, ns=(mtime_ns, mtime_ns))
+        manifest_module.record_manifest(file.parent)
+
+    record_written_at("old", now - 10 * 10**9)  # written long ago: nothing to wait for
     assert slept == []
-    manifest_module._settle([now - 1_000])  # nanosecond timestamps: a jiffy or two
+    record_written_at("ns", now - 1_000)  # nanosecond timestamps: a jiffy or two
     assert 0 < slept[-1] <= 0.02
-    manifest_module._settle([now - now % 10**9])  # whole seconds (FAT, HFS+): up to 2 s
+    record_written_at("s", now - now % 10**9)  # whole seconds (FAT, HFS+): up to 2 s
     assert 1 <= slept[-1] <= 2

@@ -14,8 +14,7 @@ from cairn.cli.context import Session
 from cairn.config import Config
 from cairn.deps import DependencyCache, read_inputs
 from cairn.store import Store
-
-from .conftest import FakeInstaller, fake_project
+from cairn.testing.installers import FakeInstaller, fake_project
 
 
 @pytest.fixture

@@ -12,8 +12,7 @@ import pytest
 from cairn.deps import DependencyCache, InstallError, NpmInstaller, add_dependency, read_inputs
 from cairn.deps.npm import npm_version
 from cairn.store.dependency_caches import CacheStatus
-
-from .conftest import npm_project
+from cairn.testing.repos import npm_project
 
 
 def require(workspace: Path, code: str) -> subprocess.CompletedProcess[str]:

@@ -17,8 +17,8 @@ from cairn.deps import tree as tree_module
 from cairn.deps.cache import MARKER
 from cairn.store import dependency_caches as ledger
 from cairn.store.dependency_caches import CacheRecord, CacheStatus
+from cairn.testing.installers import FakeInstaller, fake_project
 
-from .conftest import FakeInstaller, fake_project
 from .test_cache import (
     built_and_used,
     linked_package,

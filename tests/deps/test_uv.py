@@ -18,8 +18,9 @@ from cairn.deps.uv import uv_version
 from cairn.errors import UsageError
 from cairn.store import dependency_caches as ledger
 from cairn.store.dependency_caches import CacheStatus
+from cairn.testing.repos import python_project
 
-from .conftest import python_project, snapshot
+from .conftest import snapshot
 
 # A real uv.lock for docopt 0.6.2, which PyPI publishes as an sdist only (no wheel).
 DOCOPT_LOCK = """\

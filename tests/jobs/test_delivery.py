@@ -6,9 +6,8 @@ import pytest
 
 from cairn.jobs import gates
 from cairn.stages import Status
+from cairn.testing.harness import Cairn
 from cairn.workspace import delivery
-
-from .conftest import Cairn
 
 PERSON = ("-c", "user.name=O", "-c", "user.email=o@example.com")
 WRITE_B = 'steps:\n  - write: {path: b.txt, content: "b\\n"}\n  - finish: {summary: added b}\n'

@@ -23,11 +23,11 @@ from cairn.deps.cache import TAMPERED
 from cairn.deps.uv import find_uv
 from cairn.jobs import gates
 from cairn.stages import Stage, Status
-from cairn.store import contexts
 from cairn.store.dependency_caches import CacheStatus
+from cairn.testing.harness import Cairn
 from cairn.testing.repos import commit_file
 
-from .conftest import Cairn
+from .conftest import Turns
 
 pytestmark = pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
 
@@ -100,6 +100,7 @@ def _evidence(cairn: Cairn, job_id: int, stage: Stage) -> dict:
 
 def test_an_approved_python_package_is_installed_and_the_agents_next_step_imports_it(
     cairn: Cairn,
+    turns: Turns,
 ) -> None:
     job = cairn.submit(SIX_THEN_IMPORT)
     cairn.work()
@@ -112,11 +113,7 @@ def test_an_approved_python_package_is_installed_and_the_agents_next_step_import
     assert 'name = "six"' in cairn.git("show", "main:uv.lock")
     delivered = cairn.git("ls-tree", "-r", "--name-only", "main").split()
     assert not [p for p in delivered if p.startswith((".venv", "node_modules"))]
-    with cairn.store.begin() as conn:
-        state = contexts.load(conn, job.id)
-    assert state is not None
-    notes = " ".join(state["agent"]["notes_seen"])
-    assert "six==1.16.0 was approved and installed" in notes
+    assert "six==1.16.0 was approved and installed" in " ".join(turns.notes(job.id))
     [entry] = _cache(cairn).entries()
     assert entry.status is CacheStatus.ready and entry.ecosystem == "pypi"
 
@@ -233,6 +230,7 @@ def test_a_file_changed_in_a_cache_entry_blocks_the_next_job_until_pruned(cairn:
 
 def test_job_a_waits_for_approval_while_job_b_runs_then_resumes_in_its_own_context(
     cairn: Cairn,
+    turns: Turns,
 ) -> None:
     a = cairn.submit(SIX_THEN_IMPORT)
     b = cairn.submit(WRITE_ONLY)
@@ -249,11 +247,8 @@ def test_job_a_waits_for_approval_while_job_b_runs_then_resumes_in_its_own_conte
     workspace = cairn.workspace(a.id)
     assert (workspace / "imported.txt").read_text() == "1.16.0\n"
     assert (workspace / "notes.txt").read_text() == "before the dependency\n", "not redone"
-    with cairn.store.begin() as conn:
-        mine, theirs = contexts.load(conn, a.id), contexts.load(conn, b.id)
-    assert mine is not None and theirs is not None
-    assert any("six==1.16.0 was approved" in n for n in mine["agent"]["notes_seen"])
-    assert not theirs["agent"].get("notes_seen"), "B never heard A's decision"
+    assert any("six==1.16.0 was approved" in n for n in turns.notes(a.id))
+    assert not turns.notes(b.id), "B never heard A's decision"
     assert not (cairn.workspace(b.id) / ".venv").exists()
 
 

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from cairn.stages import Status
-
-from .conftest import Cairn
+from cairn.testing.harness import Cairn
 
 CAIRN = Path(sys.executable).parent / "cairn"
 SCRIPT = """

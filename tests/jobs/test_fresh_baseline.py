@@ -6,9 +6,8 @@ import subprocess
 
 from cairn.jobs import gates
 from cairn.stages import Stage, Status
+from cairn.testing.harness import Cairn
 from cairn.testing.repos import SAMPLE_FILES, commit_file
-
-from .conftest import Cairn
 
 ASKS_FOR_TERMCOLOR = """
 steps:

@@ -13,8 +13,7 @@ from cairn.jobs.drive import Drive
 from cairn.stages import Stage, Status
 from cairn.store import Store, leases
 from cairn.store.schema import utcnow
-
-from .conftest import Cairn
+from cairn.testing.harness import Cairn
 
 WRITE_B = 'steps:\n  - write: {path: b.txt, content: "b\\n"}\n  - finish: {summary: added b}\n'
 

@@ -4,28 +4,31 @@ from __future__ import annotations
 
 import pytest
 
+from cairn.agents import ScriptAgent
+from cairn.agents.base import Outcome, Turn
 from cairn.errors import InvalidState
-from cairn.jobs import agent_turns, gates
+from cairn.jobs import gates
 from cairn.stages import Stage, Status
+from cairn.testing.harness import Cairn
 
-from .conftest import Cairn
 from .test_delivery import Killed
 
 WRITE_B = 'steps:\n  - write: {path: b.txt, content: "b\\n"}\n  - finish: {summary: added b}\n'
 
 
 def _kill_once_after_the_turn(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Kill the runner right after the agent's last save, before cairn records the outcome."""
-    real = agent_turns.progress.add_usage
+    """Kill the runner as the agent's turn returns: its last save is made, the outcome not kept."""
+    real = ScriptAgent.run_turn
     calls = []
 
-    def add_usage(*args, **kwargs):
+    def run_turn(self: ScriptAgent, turn: Turn) -> Outcome:
+        outcome = real(self, turn)
         calls.append(1)
         if len(calls) == 1:
             raise Killed("runner killed between the agent's last save and the outcome")
-        return real(*args, **kwargs)
+        return outcome
 
-    monkeypatch.setattr(agent_turns.progress, "add_usage", add_usage)
+    monkeypatch.setattr(ScriptAgent, "run_turn", run_turn)
 
 
 @pytest.mark.parametrize(

@@ -9,8 +9,7 @@ import pytest
 from cairn.jobs import runner as runner_module
 from cairn.jobs.runner import IDLE_POLL_SECONDS, Runner
 from cairn.stages import Stage
-
-from .conftest import Cairn
+from cairn.testing.harness import Cairn
 
 WRITE_B = 'steps:\n  - write: {path: b.txt, content: "b\\n"}\n  - finish: {summary: added b}\n'
 

@@ -7,8 +7,7 @@ import json
 import pytest
 
 from cairn.stages import Stage, Status
-
-from .conftest import Cairn
+from cairn.testing.harness import Cairn
 
 LONG_NAME = "a-file-whose-name-is-long-enough-for-git-stat-to-shorten-it-in-the-summary.md"
 

@@ -1,10 +1,16 @@
-"""Fuzzing hostile input: the script parser, dependency requests, the configuration loader and
-the path boundary answer anything with a CairnError (or a result), never another exception.
+"""Fuzzing hostile input: the script parser, agent specs, dependency requests, the
+configuration loader and the path boundary. Each property says what must hold of the answer:
+valid input comes back whole (a script round-trips, a path stays inside), and a refusal is the
+documented error with a one-line message that names what is wrong and echoes no path, URL or
+long value it was given.
+
+These are the only fuzz tests of these parsers; the command line as a whole is fuzzed in
+test_cli_fuzz.py.
 """
 
 from __future__ import annotations
 
-import contextlib
+import json
 from pathlib import Path
 from typing import Any
 
@@ -13,14 +19,16 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cairn.agents import ScriptAgent, parse_script, script_from_data
+from cairn.agents import Script, ScriptAgent, parse_script, script_from_data, script_to_data
 from cairn.agents.base import DependencyAsk
 from cairn.config import Config
 from cairn.deps.requests import dependency_problem, normalized_name
 from cairn.errors import BoundaryError, CairnError, ScriptError, UsageError
 from cairn.workspace.boundary import resolve_inside
 
-FUZZ = settings(max_examples=400, deadline=None)
+FUZZ = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SECRET_PATH = "/home/alice/secret/notes.txt"
+"""An absolute path no refusal may repeat (it would show a private layout)."""
 SCALARS = (
     st.none()
     | st.booleans()
@@ -29,7 +37,9 @@ SCALARS = (
     | st.text()
     | st.binary()
     | st.dates()
-    | st.sampled_from(["write", "run", "fail", "steps", "path", "../x", ".git/config", "\0"])
+    | st.sampled_from(
+        ["write", "run", "fail", "steps", "path", "../x", ".git/config", "a.txt", "\0", SECRET_PATH]
+    )
 )
 DATA = st.recursive(
     SCALARS,
@@ -42,53 +52,99 @@ DATA = st.recursive(
 STEP_NAMES = st.sampled_from(
     ["write", "append", "delete", "run", "request_dependency", "lose_stream", "fail", "finish"]
 )
-STEPS = st.lists(st.dictionaries(STEP_NAMES, DATA, min_size=1, max_size=2), max_size=6)
+STEP_FIELDS = st.sampled_from(
+    ["path", "content", "command", "summary", "message", "ecosystem", "name", "version", "reason"]
+)
+STEP_ARGS = DATA | st.dictionaries(STEP_FIELDS, DATA, max_size=3)
+STEPS = st.lists(st.dictionaries(STEP_NAMES, STEP_ARGS, min_size=1, max_size=2), max_size=6)
+
+
+def _assert_refusal(exc: CairnError, *, names: str, one_line: bool = True) -> str:
+    """The refusal's message: non-empty, one line, naming `names`, repeating no private path."""
+    message = str(exc)
+    assert message.strip(), "a refusal says why"
+    # PyYAML's reader errors span two lines ("...\n  in <unicode string>, position 0").
+    assert not one_line or "\n" not in message, message
+    assert names in message.lower(), message
+    assert SECRET_PATH not in message, message
+    return message
+
+
+def _assert_parsed_or_refused(parse: Any, value: Any) -> None:
+    """A parse gives a Script that round-trips through JSON, or a ScriptError that says why."""
+    try:
+        script = parse(value)
+    except ScriptError as exc:
+        message = _assert_refusal(exc, names="", one_line=False)
+        assert not message.startswith("step 0"), "steps are counted from 1"
+        return
+    assert isinstance(script, Script)
+    assert script_from_data(json.loads(json.dumps(script_to_data(script)))) == script
+
+
+YAML_PUNCTUATION = "{}[]:- \n'\"!&*#|>%@`,?\\0123456789abcdefgswriteunpathcontent"
 
 
 @FUZZ
-@given(text=st.text())
-def test_any_text_parses_or_is_a_script_error(text: str) -> None:
-    with contextlib.suppress(ScriptError):
-        parse_script(text)
+@given(text=st.text() | st.text(alphabet=YAML_PUNCTUATION))
+def test_any_text_is_a_script_or_a_script_error(text: str) -> None:
+    _assert_parsed_or_refused(parse_script, text)
 
 
 @FUZZ
 @given(text=st.sampled_from(["steps:", "steps: [", "- write:", "{", "&a [*a]", "!!python/x"]))
-def test_broken_yaml_is_a_script_error(text: str) -> None:
-    with pytest.raises(ScriptError):
+def test_broken_yaml_is_a_script_error_that_says_so(text: str) -> None:
+    with pytest.raises(ScriptError) as refused:
         parse_script(text + "\n  : : -")
+    _assert_refusal(refused.value, names="yaml", one_line=False)
 
 
 @FUZZ
 @given(steps=STEPS, extra=st.dictionaries(st.text(max_size=5), DATA, max_size=1))
-def test_any_yaml_document_parses_or_is_a_script_error(steps: list[Any], extra: dict) -> None:
+def test_any_yaml_document_is_a_script_or_a_script_error(steps: list[Any], extra: dict) -> None:
     try:
         text = yaml.safe_dump({"steps": steps, **extra}, allow_unicode=True)
     except yaml.YAMLError:
         return  # not every generated value is representable (bytes, odd keys)
-    with contextlib.suppress(ScriptError):
-        parse_script(text)
+    _assert_parsed_or_refused(parse_script, text)
 
 
 @FUZZ
 @given(data=DATA | st.fixed_dictionaries({"steps": STEPS}))
-def test_any_stored_data_rebuilds_or_is_a_script_error(data: Any) -> None:
-    with contextlib.suppress(ScriptError):
-        script_from_data(data)
+def test_any_stored_data_is_a_script_or_a_script_error(data: Any) -> None:
+    _assert_parsed_or_refused(script_from_data, data)
 
 
 @FUZZ
 @given(spec=st.dictionaries(st.sampled_from(["adapter", "script", "command_timeout"]), DATA))
-def test_any_agent_spec_builds_or_is_a_cairn_error(spec: dict[str, Any]) -> None:
-    with contextlib.suppress(CairnError):
-        ScriptAgent.from_spec(spec)
+def test_any_agent_spec_builds_a_working_agent_or_is_refused(spec: dict[str, Any]) -> None:
+    try:
+        agent = ScriptAgent.from_spec(spec)
+    except ScriptError as exc:  # the stored script itself is wrong
+        _assert_refusal(exc, names="", one_line=False)
+        return
+    except UsageError as exc:  # the spec around it is
+        _assert_refusal(exc, names="script")
+        return
+    assert isinstance(agent.script, Script) and agent.command_timeout > 0
+    assert ScriptAgent.from_spec({**spec, "script": script_to_data(agent.script)}).script == (
+        agent.script
+    )
 
 
 @FUZZ
 @given(fields=st.tuples(DATA, DATA, DATA, DATA))
-def test_dependency_problem_answers_anything(fields: tuple[Any, Any, Any, Any]) -> None:
+def test_dependency_problem_refuses_without_echoing_or_passes_only_text(
+    fields: tuple[Any, Any, Any, Any],
+) -> None:
     problem = dependency_problem(DependencyAsk(*fields))
-    assert problem is None or isinstance(problem, str)
+    if problem is None:
+        assert all(isinstance(field, str) for field in fields)
+        assert fields[0] in ("pypi", "npm") and fields[3].strip()
+        return
+    assert problem.strip() and "\n" not in problem
+    echoed = [f for f in fields if isinstance(f, str) and len(f.strip()) >= 6 and f in problem]
+    assert not echoed, f"{problem!r} repeats {echoed!r}"
 
 
 ENV_KEYS = st.sampled_from(
@@ -103,10 +159,14 @@ ENV_VALUES = (
 
 @FUZZ
 @given(environ=st.dictionaries(ENV_KEYS | st.text(max_size=8), ENV_VALUES, max_size=6))
-def test_any_environment_configures_or_is_a_usage_error(environ: dict[str, str]) -> None:
+def test_any_environment_configures_or_names_the_variable_to_fix(environ: dict[str, str]) -> None:
     try:
         config = Config.from_env(environ)
-    except UsageError:
+    except UsageError as exc:
+        message = _assert_refusal(exc, names="cairn_")
+        assert any(name in message for name in environ if name.startswith("CAIRN_")), message
+        shown = [v for v in environ.values() if len(v) >= 8 and ("/" in v or ":" in v)]
+        assert not [v for v in shown if v in message], f"{message!r} repeats a path or URL"
         return
     assert config.home.is_absolute() and config.lease_seconds > 0
     assert "\0" not in str(config.home)
@@ -116,15 +176,20 @@ def test_any_environment_configures_or_is_a_usage_error(environ: dict[str, str])
     max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(relative=st.text(st.sampled_from("ab./\\\0~-_ .gitGIT"), max_size=20) | st.text())
-def test_any_path_resolves_inside_or_is_refused(tmp_path: Path, relative: str) -> None:
+def test_any_path_resolves_inside_or_is_refused_without_the_root(
+    tmp_path: Path, relative: str
+) -> None:
     root = tmp_path / "workspace"
     (root / ".git").mkdir(parents=True, exist_ok=True)
     try:
         resolved = resolve_inside(root, relative)
-    except BoundaryError:
+    except BoundaryError as exc:
+        message = _assert_refusal(exc, names="")
+        assert str(root) not in message and str(root.resolve()) not in message
         return
     inside = resolved.relative_to(root.resolve()).parts
     assert inside and inside[0].casefold() != ".git"
+    assert resolved == (root / relative).resolve()
 
 
 VALID = {

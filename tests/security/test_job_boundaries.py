@@ -6,8 +6,8 @@ import pytest
 import sqlalchemy as sa
 
 from cairn.store import schema
+from cairn.testing.harness import Cairn
 from cairn.workspace import commands
-from jobs.conftest import Cairn
 
 WRITE_A = "steps:\n  - write: {path: a.txt, content: a}\n  - finish: {summary: wrote a}\n"
 

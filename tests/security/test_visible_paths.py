@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 
 from cairn.agents import parse_script, script_to_data
 from cairn.store import schema
-from jobs.conftest import Cairn
+from cairn.testing.harness import Cairn
 
 from .leaks import Planted, assert_no_leak, planted_texts
 
@@ -82,7 +82,7 @@ def run_job(cairn: Cairn, planted: Planted, steps: list[Any], text: str = "Chang
     """
     with (
         mock.patch.dict(os.environ, planted.environ),
-        mock.patch("jobs.conftest.load_agent_spec", _unchecked_spec),
+        mock.patch("cairn.testing.harness.load_agent_spec", _unchecked_spec),
     ):
         job = cairn.submit(yaml.safe_dump({"steps": steps}), text)
         cairn.work()

@@ -2,11 +2,13 @@
 
 `make_sample_repo` builds a tiny Python project whose own test suite passes under pytest;
 `commit_file` adds one commit to it. Commits use a fixed identity and date, so the same
-steps always produce the same commit ids.
+steps always produce the same commit ids. `python_project` and `npm_project` write just the
+declarations file of a project without dependencies, for the dependency installers.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from cairn.workspace.git import run_git
@@ -78,6 +80,30 @@ def commit_file(repo: Path, relpath: str, content: str | bytes, message: str) ->
     run_git("add", "--", relpath, cwd=repo)
     run_git("commit", "--quiet", "-m", message, "--", relpath, cwd=repo, env=SAMPLE_IDENTITY)
     return run_git("rev-parse", "HEAD", cwd=repo)
+
+
+PYPROJECT = """\
+[project]
+name = "demo"
+version = "0.1.0"
+requires-python = ">=3.11"
+dependencies = []
+"""
+PACKAGE_JSON = {"name": "demo", "version": "1.0.0", "private": True}
+
+
+def python_project(folder: Path, extra: str = "") -> Path:
+    """A pyproject.toml-only project (no dependencies yet) in `folder`; `extra` is appended."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "pyproject.toml").write_text(PYPROJECT + extra)
+    return folder
+
+
+def npm_project(folder: Path, **fields: object) -> Path:
+    """A package.json-only project in `folder`; `fields` add to or replace its fields."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "package.json").write_text(json.dumps(PACKAGE_JSON | fields, indent=2) + "\n")
+    return folder
 
 
 def _write(file: Path, content: str | bytes) -> None:

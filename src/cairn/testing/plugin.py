@@ -1,0 +1,164 @@
+"""cairn's pytest plugin: the fixtures cairn's own tests use, for testing your cairn set-up.
+
+Installed with cairn (entry point `pytest11: cairn`), so any pytest run in an environment that
+has cairn gets these fixtures; a conftest.py fixture of the same name takes precedence.
+
+- `store_url`: a fresh, migrated store URL, parametrized "sqlite" and "postgres" (marked
+  `postgres`); `store`: that store, open. `sqlite_url` / `postgres_url`: one backend only.
+  `empty_store_url`: a reachable database with no cairn tables, on both backends.
+  `postgres_admin`: an AUTOCOMMIT engine on the server's `postgres` database.
+  PostgreSQL is 127.0.0.1:5432 (or $CAIRN_TEST_POSTGRES); when unreachable the "postgres"
+  variants skip, or fail under CAIRN_REQUIRE_POSTGRES=1.
+- `cairn`: a `Cairn` installation (see cairn.testing.harness) on `store`, runs auto-approved.
+- `sample_repo`: a small Python project in git (cairn.testing.repos.make_sample_repo).
+- `fake_installer` / `fake_auditor`: cairn.testing.installers.FakeInstaller and
+  cairn.testing.auditor.FakeAuditor, fresh for each test.
+- `package_downloads`: one package download cache for the whole session (also exported as
+  CAIRN_PACKAGE_DOWNLOADS while a test that uses it runs).
+
+Only this module imports pytest; cairn's other testing modules work without it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
+    from cairn.store import Store
+    from cairn.testing.auditor import FakeAuditor
+    from cairn.testing.harness import Cairn
+    from cairn.testing.installers import FakeInstaller
+
+# Heavy modules (SQLAlchemy, the store) are imported inside the fixtures: pytest loads this
+# plugin in every run of an environment that has cairn, also runs that never use it.
+BACKENDS = [
+    pytest.param("sqlite", id="sqlite"),
+    pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the `postgres` marker, for projects running with --strict-markers."""
+    config.addinivalue_line("markers", "postgres: needs the PostgreSQL test server")
+
+
+@pytest.fixture(scope="session")
+def package_downloads(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The package managers' download cache for every cairn installation of the session."""
+    folder = tmp_path_factory.mktemp("package-downloads")
+    # Also for installations configured from the environment (the CLI, `cairn demo`).
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CAIRN_PACKAGE_DOWNLOADS", str(folder))
+        yield folder
+
+
+@pytest.fixture(scope="session")
+def postgres_admin() -> Iterator[Engine]:
+    """An AUTOCOMMIT engine on the `postgres` database; skips (or fails) when unreachable."""
+    from cairn.testing.stores import REQUIRE_POSTGRES, admin_engine
+
+    engine, unreachable = admin_engine()
+    if unreachable is not None:
+        if os.environ.get(REQUIRE_POSTGRES) == "1":
+            pytest.fail(f"{REQUIRE_POSTGRES}=1 but {unreachable}", pytrace=False)
+        pytest.skip(unreachable)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def postgres_template(postgres_admin: Engine) -> Iterator[str]:
+    """The name of a database migrated once per session, cloned by every `postgres_url`."""
+    from cairn.testing.stores import drop_database, migrated_template
+
+    name = migrated_template(postgres_admin)
+    yield name
+    drop_database(postgres_admin, name)
+
+
+@pytest.fixture
+def postgres_url(postgres_admin: Engine, postgres_template: str) -> Iterator[str]:
+    """A fresh migrated PostgreSQL store of its own, dropped after the test."""
+    from cairn.testing import stores
+
+    name = stores.unique_database_name("cairn_test")
+    stores.create_database(postgres_admin, name, template=postgres_template)
+    yield stores.postgres_database_url(name)
+    stores.drop_database(postgres_admin, name)
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    """A fresh SQLite store file in the test's temporary directory (migrated by `Store.open`)."""
+    return f"sqlite:///{tmp_path}/cairn.db"
+
+
+@pytest.fixture(params=BACKENDS)
+def store_url(request: pytest.FixtureRequest) -> str:
+    """A fresh store URL on each backend in turn."""
+    return str(request.getfixturevalue(f"{request.param}_url"))
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[Store]:
+    """An open, migrated store on each backend in turn."""
+    from cairn.store import Store
+
+    opened = Store.open(store_url, create=True)
+    yield opened
+    opened.close()
+
+
+@pytest.fixture(params=BACKENDS)
+def empty_store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A reachable database holding no cairn tables yet, on each backend in turn."""
+    from cairn.testing import stores
+
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path}/empty.db"
+        return
+    admin: Engine = request.getfixturevalue("postgres_admin")
+    name = stores.unique_database_name("cairn_empty")
+    stores.create_database(admin, name)
+    yield stores.postgres_database_url(name)
+    stores.drop_database(admin, name)
+
+
+@pytest.fixture
+def cairn(store: Store, tmp_path: Path, package_downloads: Path) -> Cairn:
+    """An installation on `store`: people admin, bob (admins) and alice, room `sample`."""
+    from cairn.testing.harness import make_cairn
+
+    # Runs are approved by policy here; cairn's tests/authority covers the run gate with people.
+    return make_cairn(store, tmp_path, package_downloads=package_downloads)
+
+
+@pytest.fixture
+def sample_repo(tmp_path: Path) -> Path:
+    """A small Python project with one commit on `main`, whose own tests pass."""
+    from cairn.testing.repos import make_sample_repo
+
+    return make_sample_repo(tmp_path / "sample-repo")
+
+
+@pytest.fixture
+def fake_installer() -> FakeInstaller:
+    """An npm-shaped installer that needs no network (see cairn.testing.installers)."""
+    from cairn.testing.installers import FakeInstaller
+
+    return FakeInstaller()
+
+
+@pytest.fixture
+def fake_auditor() -> FakeAuditor:
+    """An auditor with no advisories yet; append `Advisory`s to its `advisories`."""
+    from cairn.testing.auditor import FakeAuditor
+
+    return FakeAuditor()

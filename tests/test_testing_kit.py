@@ -1,0 +1,59 @@
+"""cairn.testing is a kit for others: an outside project's tests get its fixtures from the plugin.
+
+The outside test file lives in `tmp_path`, away from cairn's tests/ and its conftest.py files,
+and runs in a pytest of its own, so only the installed `pytest11` entry point can give it
+`cairn`, `store`, `sample_repo`, `fake_installer` and `fake_auditor`.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+OUTSIDE_TEST = """
+import pytest
+
+from cairn.deps import DependencyCache, QuarantinedError, read_inputs
+from cairn.stages import Stage
+from cairn.testing.auditor import Advisory
+from cairn.testing.installers import fake_project
+
+WRITE = "steps:\\n  - write: {path: b.txt, content: hi}\\n  - finish: {summary: added b}\\n"
+
+
+def test_a_scripted_job_reaches_review(cairn):
+    job = cairn.submit(WRITE)
+    cairn.work()
+    assert cairn.job(job.id).stage is Stage.awaiting_review
+    assert (cairn.workspace(job.id) / "b.txt").read_text() == "hi"
+
+
+def test_the_fakes_quarantine_an_advised_version(store, tmp_path, fake_installer, fake_auditor):
+    fake_auditor.advisories.append(Advisory("npm", "left-pad", "1.3.0", id="MINE-1"))
+    cache = DependencyCache(store, tmp_path / "deps", auditors=[fake_auditor])
+    project = fake_project(tmp_path / "p", {"left-pad": "1.3.0"})
+    with pytest.raises(QuarantinedError, match="MINE-1"):
+        cache.prepare(fake_installer, read_inputs(project, fake_installer))
+
+
+def test_the_sample_repo_is_a_git_repository(sample_repo):
+    assert (sample_repo / ".git").is_dir() and (sample_repo / "src" / "app.py").is_file()
+"""
+
+
+def test_an_outside_project_gets_the_plugins_fixtures(tmp_path: Path) -> None:
+    (tmp_path / "test_my_setup.py").write_text(OUTSIDE_TEST)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "CAIRN_"))}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "not postgres"],
+        cwd=tmp_path,
+        env=env | {"HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "3 passed" in done.stdout, done.stdout
