@@ -107,6 +107,8 @@ class Config(BaseSettings):
     and tests that build one directly get exactly what they passed.
     """
 
+    # An empty variable counts as unset. By name as well as by alias: Python code builds
+    # Config(uv_command=...), the environment says CAIRN_UV.
     model_config = SettingsConfigDict(
         frozen=True, env_prefix="CAIRN_", env_ignore_empty=True, validate_by_name=True
     )
