@@ -78,3 +78,33 @@ def test_a_database_url_of_another_kind_is_refused_with_what_to_set(tmp_path: Pa
     with pytest.raises(UsageError) as raised:
         Config.from_env({"CAIRN_DATABASE_URL": "mysql://db.example.com/cairn"}, home=tmp_path)
     assert "postgresql://" in str(raised.value) and "CAIRN_DATABASE_URL" in str(raised.value)
+
+
+def test_a_config_built_directly_reads_no_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CAIRN_USER", "bob")
+    monkeypatch.setenv("CAIRN_LEASE_SECONDS", "soon")
+    config = Config(home=tmp_path, lease_seconds=2)
+    assert (config.user, config.lease_seconds) == ("admin", 2)
+
+
+def test_each_setting_has_one_variable_name(tmp_path: Path) -> None:
+    environ = {"CAIRN_UV_COMMAND": "/opt/uv", "cairn_user": "bob", "CAIRN_NPM": "/opt/npm"}
+    config = Config.from_env(environ, home=tmp_path)
+    assert (config.uv_command, config.user, config.npm_command) == (None, "admin", Path("/opt/npm"))
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("soon", "must be a number of seconds, for example 15"),
+        ("nan", "must be greater than zero"),
+        ("-1", "must be greater than zero"),
+        ("86401", "must be at most 86400 (one day)"),
+    ],
+)
+def test_an_unusable_lease_says_what_to_set(tmp_path: Path, value: str, said: str) -> None:
+    with pytest.raises(UsageError) as raised:
+        Config.from_env({"CAIRN_LEASE_SECONDS": value}, home=tmp_path)
+    assert str(raised.value) == f"CAIRN_LEASE_SECONDS {said}"

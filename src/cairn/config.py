@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, Field, ValidationError
+from pydantic_core import PydanticCustomError
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+from pydantic_settings.sources.utils import parse_env_vars
 
 from cairn.errors import UsageError
 
@@ -33,31 +40,114 @@ def default_home(environ: Mapping[str, str]) -> Path:
     return Path(data) / "cairn"
 
 
-class Config(BaseModel):
-    """Where cairn keeps its state and how its runners behave."""
+# Validators raise these error types; `REFUSALS` turns them (and pydantic's own) into messages.
+def _refuse(kind: str) -> PydanticCustomError:
+    return PydanticCustomError(kind, kind)
 
-    model_config = ConfigDict(frozen=True)
 
-    home: Path
-    database_url: str | None = None
-    lease_seconds: float = Field(default=DEFAULT_LEASE_SECONDS, gt=0)
-    git_timeout: float = Field(default=DEFAULT_GIT_TIMEOUT, gt=0)
+def _folder(path: Path) -> Path:
+    try:
+        resolved = path.expanduser().absolute()
+    except (RuntimeError, KeyError, OSError, ValueError):
+        # `~someone` for an unknown user, or no home directory at all.
+        raise _refuse("no_home") from None
+    if "\0" in str(resolved):
+        raise _refuse("nul")
+    return resolved
+
+
+def _store_url(url: str | None) -> str | None:
+    if url and (not url.startswith(STORE_SCHEMES) or "\0" in url):
+        raise _refuse("scheme")
+    return url
+
+
+def _user_name(name: str) -> str:
+    if "\0" in name or not name.strip():
+        raise _refuse("blank")
+    return name
+
+
+def _source(url: str | None) -> str | None:
+    """An index, registry or service URL: https (or http to this host), no credentials."""
+    if url is None:
+        return None
+    parts = urlsplit(url)
+    local = parts.hostname in ("localhost", "127.0.0.1", "::1")
+    if not (parts.scheme == "https" or (parts.scheme == "http" and local)) or not parts.hostname:
+        raise _refuse("insecure")
+    if parts.username or parts.password:
+        raise _refuse("credentials")
+    return url
+
+
+def _absolute(path: Path | None) -> Path | None:
+    """An absolute path (a folder, or a program), `~` expanded."""
+    if path is None:
+        return None
+    try:
+        expanded = path.expanduser()
+    except (RuntimeError, KeyError, ValueError):
+        raise _refuse("relative") from None
+    if "\0" in str(path) or not expanded.is_absolute():
+        raise _refuse("relative")
+    return expanded
+
+
+Folder = Annotated[Path, AfterValidator(_folder)]
+Source = Annotated[str, AfterValidator(_source)]
+OptionalSource = Annotated[str | None, AfterValidator(_source)]
+AbsolutePath = Annotated[Path | None, AfterValidator(_absolute)]
+
+
+class Config(BaseSettings):
+    """Where cairn keeps its state and how its runners behave.
+
+    `Config.from_env` reads the CAIRN_* variables; `Config(home=...)` reads nothing, so code
+    and tests that build one directly get exactly what they passed.
+    """
+
+    # An empty variable counts as unset. By name as well as by alias: Python code builds
+    # Config(uv_command=...), the environment says CAIRN_UV.
+    model_config = SettingsConfigDict(
+        frozen=True, env_prefix="CAIRN_", env_ignore_empty=True, validate_by_name=True
+    )
+
+    home: Folder
+    database_url: Annotated[str | None, AfterValidator(_store_url)] = None
+    lease_seconds: float = Field(
+        default=DEFAULT_LEASE_SECONDS, gt=0, le=MAX_LEASE_SECONDS, allow_inf_nan=False
+    )
+    git_timeout: float = Field(default=DEFAULT_GIT_TIMEOUT, gt=0, allow_inf_nan=False)
     """Seconds a git call that reaches a room's repository may go without an answer."""
-    user: str = "admin"
-    pypi_index: str = PYPI_INDEX
+    user: Annotated[str, AfterValidator(_user_name)] = "admin"
+    pypi_index: Source = PYPI_INDEX
     """The one approved Python package index (without credentials)."""
-    npm_registry: str = NPM_REGISTRY
+    npm_registry: Source = NPM_REGISTRY
     """The one approved npm registry (without credentials)."""
-    package_downloads: Path | None = None
+    package_downloads: AbsolutePath = None
     """The package managers' download cache; default `<home>/downloads`."""
-    osv_dir: Path | None = None
+    osv_dir: AbsolutePath = None
     """A folder of OSV JSON advisories every prepared dependency set is audited against."""
-    osv_url: str | None = None
+    osv_url: OptionalSource = None
     """An OSV-compatible service (for example https://api.osv.dev) asked as well."""
-    uv_command: Path | None = None
+    uv_command: AbsolutePath = Field(default=None, validation_alias="CAIRN_UV")
     """The uv to install Python dependencies with; default the one beside cairn, else PATH's."""
-    npm_command: Path | None = None
+    npm_command: AbsolutePath = Field(default=None, validation_alias="CAIRN_NPM")
     """The npm to install npm dependencies with; default PATH's."""
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Only the arguments: the environment is read by `from_env`, at the edge, never by a
+        # `Config(...)` built deep inside the code or in a test.
+        return (init_settings,)
 
     @property
     def store_url(self) -> str:
@@ -95,94 +185,80 @@ class Config(BaseModel):
         Any value cairn cannot use is a UsageError that names the variable and what to set.
         """
         env = os.environ if environ is None else environ
-        url = env.get("CAIRN_DATABASE_URL") or None
-        if url and (not url.startswith(STORE_SCHEMES) or "\0" in url):
-            raise UsageError("CAIRN_DATABASE_URL must be a sqlite:/// path or a postgresql:// URL")
-        user = env.get("CAIRN_USER") or "admin"
-        if "\0" in user or not user.strip():
-            raise UsageError("CAIRN_USER must be a user name, for example alice")
+        values = _Variables(cls, env)()
         try:
-            return cls(
-                home=_home(env, home),
-                database_url=url,
-                lease_seconds=_lease_seconds(env),
-                git_timeout=_git_timeout(env),
-                user=user,
-                pypi_index=_source(env, "CAIRN_PYPI_INDEX", PYPI_INDEX),
-                npm_registry=_source(env, "CAIRN_NPM_REGISTRY", NPM_REGISTRY),
-                osv_url=_source(env, "CAIRN_OSV_URL", None),
-                package_downloads=_path(env, "CAIRN_PACKAGE_DOWNLOADS"),
-                osv_dir=_path(env, "CAIRN_OSV_DIR"),
-                uv_command=_path(env, "CAIRN_UV"),
-                npm_command=_path(env, "CAIRN_NPM"),
-            )
+            values["home"] = home or values.get("home") or default_home(env)
+            return cls(**values)
+        except RuntimeError:  # no home directory to put the default under
+            raise UsageError(REFUSALS["home"]["no_home"]) from None
         except ValidationError as exc:
-            field = ".".join(str(part) for part in exc.errors()[0]["loc"]) or "a setting"
-            raise UsageError(f"cairn's configuration has an unusable {field}") from None
+            raise UsageError(_refusal(cls, exc)) from None
 
 
-def _lease_seconds(env: Mapping[str, str]) -> float:
-    raw = env.get("CAIRN_LEASE_SECONDS", str(DEFAULT_LEASE_SECONDS))
-    try:
-        lease = float(raw)
-    except ValueError:
-        raise UsageError(
-            "CAIRN_LEASE_SECONDS must be a number of seconds, for example 15"
-        ) from None
-    if not math.isfinite(lease) or lease <= 0:
-        raise UsageError("CAIRN_LEASE_SECONDS must be greater than zero")
-    if lease > MAX_LEASE_SECONDS:
-        raise UsageError(f"CAIRN_LEASE_SECONDS must be at most {MAX_LEASE_SECONDS:g} (one day)")
-    return lease
+class _Variables(EnvSettingsSource):
+    """pydantic-settings' reading of CAIRN_* variables, from a given mapping."""
+
+    def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> None:
+        self._environ = environ
+        super().__init__(settings_cls)
+        # One name per setting: CAIRN_UV, never CAIRN_UV_COMMAND as well (the field's name is
+        # for Python code that builds a Config).
+        self.config = self.config | {"validate_by_name": False}
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        # Variable names are case-sensitive on POSIX: cairn_user is not CAIRN_USER. (Matching
+        # stays case-insensitive only so that CAIRN_ + a field's name finds the variable.)
+        named = {name: value for name, value in self._environ.items() if name == name.upper()}
+        return parse_env_vars(named, False, self.env_ignore_empty, self.env_parse_none_str)
 
 
-def _git_timeout(env: Mapping[str, str]) -> float:
-    raw = env.get("CAIRN_GIT_TIMEOUT") or str(DEFAULT_GIT_TIMEOUT)
-    try:
-        seconds = float(raw)
-    except ValueError:
-        seconds = math.nan
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise UsageError(
-            "CAIRN_GIT_TIMEOUT must be a number of seconds greater than zero, for example 60"
-        )
-    return seconds
+def _urls(variable: str, example: str) -> dict[str, str]:
+    return {
+        "credentials": f"{variable} must not hold credentials; use an index that needs no login",
+        "": f"{variable} must be an https:// URL, for example {example}",
+    }
 
 
-def _source(env: Mapping[str, str], name: str, default: str | None) -> Any:
-    """An index, registry or service URL: https (or http to this host), no credentials."""
-    raw = env.get(name) or default
-    if raw is None:
-        return None
-    parts = urlsplit(raw)
-    local = parts.hostname in ("localhost", "127.0.0.1", "::1")
-    secure = parts.scheme == "https" or (parts.scheme == "http" and local)
-    if not secure or not parts.hostname:
-        raise UsageError(f"{name} must be an https:// URL, for example {default or EXAMPLE_URL}")
-    if parts.username or parts.password:
-        raise UsageError(f"{name} must not hold credentials; use an index that needs no login")
-    return raw
+def _paths(variable: str) -> dict[str, str]:
+    return {"": f"{variable} must be an absolute path"}
 
 
-def _path(env: Mapping[str, str], name: str) -> Path | None:
-    """An absolute path (a folder, or a program) from `name`, or None when it is unset."""
-    raw = env.get(name)
-    if not raw:
-        return None
-    if "\0" in raw or not Path(raw).expanduser().is_absolute():
-        raise UsageError(f"{name} must be an absolute path")
-    return Path(raw).expanduser()
+# What cairn says when a value is refused: by field, then by error type ("" for any other).
+REFUSALS: dict[str, dict[str, str]] = {
+    "home": {
+        "no_home": "cairn could not work out its home folder; set CAIRN_HOME to an absolute path",
+        "": "CAIRN_HOME must be a folder path without NUL characters",
+    },
+    "database_url": {"": "CAIRN_DATABASE_URL must be a sqlite:/// path or a postgresql:// URL"},
+    "user": {"": "CAIRN_USER must be a user name, for example alice"},
+    "lease_seconds": {
+        "float_parsing": "CAIRN_LEASE_SECONDS must be a number of seconds, for example 15",
+        "float_type": "CAIRN_LEASE_SECONDS must be a number of seconds, for example 15",
+        "less_than_equal": f"CAIRN_LEASE_SECONDS must be at most {MAX_LEASE_SECONDS:g} (one day)",
+        "": "CAIRN_LEASE_SECONDS must be greater than zero",
+    },
+    "git_timeout": {
+        "": "CAIRN_GIT_TIMEOUT must be a number of seconds greater than zero, for example 60"
+    },
+    "pypi_index": _urls("CAIRN_PYPI_INDEX", PYPI_INDEX),
+    "npm_registry": _urls("CAIRN_NPM_REGISTRY", NPM_REGISTRY),
+    "osv_url": _urls("CAIRN_OSV_URL", EXAMPLE_URL),
+    "package_downloads": _paths("CAIRN_PACKAGE_DOWNLOADS"),
+    "osv_dir": _paths("CAIRN_OSV_DIR"),
+    "uv_command": _paths("CAIRN_UV"),
+    "npm_command": _paths("CAIRN_NPM"),
+}
 
 
-def _home(env: Mapping[str, str], home: Path | None) -> Path:
-    try:
-        chosen = home or (Path(env["CAIRN_HOME"]) if env.get("CAIRN_HOME") else default_home(env))
-        resolved = chosen.expanduser().absolute()
-    except (RuntimeError, KeyError, OSError):
-        # `~someone` for an unknown user, or no home directory at all.
-        raise UsageError(
-            "cairn could not work out its home folder; set CAIRN_HOME to an absolute path"
-        ) from None
-    if "\0" in str(resolved):
-        raise UsageError("CAIRN_HOME must be a folder path without NUL characters")
-    return resolved
+def _refusal(settings: type[Config], exc: ValidationError) -> str:
+    """The message for pydantic's first complaint; never its text, which quotes the value."""
+    error = exc.errors()[0]
+    where = str(error["loc"][0]) if error["loc"] else ""
+    field = next(
+        (name for name, info in settings.model_fields.items() if where == info.validation_alias),
+        where,
+    )
+    said = REFUSALS.get(field)
+    if said is None:
+        return "cairn's configuration has an unusable setting"
+    return said.get(error["type"], said[""])

@@ -1,4 +1,7 @@
-"""Removing an ended job's workspace: the folder goes, read-only parts too; the branch stays."""
+"""Removing an ended job's workspace: the folder goes, read-only parts too; the branch stays.
+
+`Worktree.remove` is the one way to do it; `cairn gc` calls it for every ended job.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +9,9 @@ import os
 from pathlib import Path
 
 from cairn.deps.tree import make_read_only
-from cairn.jobs.gc import prune_mirror, remove_workspace
+from cairn.jobs.gc import prune_mirror
 from cairn.workspace.commands import DEPENDENCY_MARKER
+from cairn.workspace.mirror import Mirror
 from cairn.workspace.worktree import Worktree
 
 from .gitcli import plain_git
@@ -29,12 +33,12 @@ def test_an_ended_workspace_is_removed_with_its_dependencies_and_its_branch_kept
     make_read_only(venv)  # as a materialized layout is (git alone cannot delete it, unless root)
     head = worktree.head()
 
-    assert remove_workspace(worktree) is True
+    assert worktree.remove() is True
 
     assert not worktree.path.exists()
     assert str(worktree.path) not in _worktrees(worktree)
     assert plain_git(worktree.mirror.path, "rev-parse", worktree.branch_ref) == head
-    assert remove_workspace(worktree) is False, "nothing left to remove"
+    assert worktree.remove() is False, "nothing left to remove"
 
 
 def test_a_workspace_whose_git_pointer_was_rewritten_is_still_removed(
@@ -44,7 +48,7 @@ def test_a_workspace_whose_git_pointer_was_rewritten_is_still_removed(
     elsewhere.mkdir()
     (worktree.path / ".git").write_text(f"gitdir: {elsewhere}\n")
 
-    assert remove_workspace(worktree) is True
+    assert worktree.remove() is True
 
     assert not worktree.path.exists()
     assert elsewhere.is_dir(), "nothing outside the workspace was touched"
@@ -60,3 +64,15 @@ def test_pruning_a_mirror_keeps_a_live_workspace_working(worktree: Worktree, bas
 
     assert worktree.is_valid() and worktree.content_id() == before
     assert os.path.isdir(worktree.path)
+
+
+def test_remove_deletes_the_folder_but_keeps_the_branch(
+    worktree: Worktree, mirror: Mirror, baseline: str
+) -> None:
+    (worktree.path / "NEW.md").write_text("work\n")
+    sha = worktree.commit(baseline, "Add NEW.md")
+    assert worktree.remove() is True
+    assert worktree.remove() is False  # idempotent
+    assert not worktree.path.exists()
+    assert plain_git(mirror.path, "rev-parse", "refs/heads/cairn/job-1") == sha
+    assert "job-1" not in plain_git(mirror.path, "worktree", "list")

@@ -218,15 +218,3 @@ def test_commit_without_changes_is_refused(worktree: Worktree, baseline: str) ->
     with pytest.raises(WorkspaceError, match="no changes to commit"):
         worktree.commit(baseline, "Nothing")
     assert worktree.head() == baseline
-
-
-def test_remove_deletes_the_folder_but_keeps_the_branch(
-    worktree: Worktree, mirror: Mirror, baseline: str
-) -> None:
-    (worktree.path / "NEW.md").write_text("work\n")
-    sha = worktree.commit(baseline, "Add NEW.md")
-    worktree.remove()
-    worktree.remove()  # idempotent
-    assert not worktree.path.exists()
-    assert plain_git(mirror.path, "rev-parse", "refs/heads/cairn/job-1") == sha
-    assert "job-1" not in plain_git(mirror.path, "worktree", "list")

@@ -10,15 +10,11 @@ commit and merged into the base branch; each deletion is an effect recorded befo
 
 from __future__ import annotations
 
-import contextlib
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
 from cairn.config import Config
-from cairn.deps.tree import remove_tree
 from cairn.engine import EffectState, EffectStatus, perform
-from cairn.errors import WorkspaceError
 from cairn.store import Store, effects
 from cairn.store import jobs as job_ledger
 from cairn.store.records import Job, Room
@@ -57,9 +53,7 @@ def collect(store: Store, config: Config, *, branches: bool = False) -> Collecte
     done = Collected()
     for job in ended:
         path = config.workspace_path(store.installation_id, job.id)
-        if remove_workspace(
-            Worktree(mirrors[job.room_id], path, job.branch_in(store.installation_id))
-        ):
+        if Worktree(mirrors[job.room_id], path, job.branch_in(store.installation_id)).remove():
             done.workspaces.append(job.id)
     for room_id, mirror in mirrors.items():
         if mirror.exists():
@@ -69,24 +63,6 @@ def collect(store: Store, config: Config, *, branches: bool = False) -> Collecte
         for job in ended:
             _collect_branch(store, job, rooms[job.room_id], mirrors[job.room_id], done)
     return done
-
-
-def remove_workspace(worktree: Worktree) -> bool:
-    """Remove a job's worktree folder (and a half-made one); whether there was one."""
-    staging = worktree.path.with_name(worktree.path.name + ".partial")
-    if not (os.path.lexists(worktree.path) or os.path.lexists(staging)):
-        return False
-    remove_tree(staging)
-    try:
-        worktree.remove()
-    except WorkspaceError:
-        # git stops at read-only folders (materialized dependencies) and at folders it no
-        # longer knows as worktrees (a changed .git, a missing mirror); the folder under
-        # cairn's home is cairn's own to delete all the same.
-        remove_tree(worktree.path)
-        with contextlib.suppress(WorkspaceError):
-            worktree.mirror.git("worktree", "prune")
-    return True
 
 
 def prune_mirror(mirror: Mirror) -> None:

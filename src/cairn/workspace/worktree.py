@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -169,15 +171,28 @@ class Worktree:
         self.git("reset", "--quiet", "--mixed", "HEAD", failure="git could not refresh the index")
         return head
 
-    def remove(self) -> None:
-        """Remove the worktree folder; the job's branch stays in the mirror."""
+    def remove(self) -> bool:
+        """Remove the worktree folder (and a half-made one); the branch stays. Whether one was."""
+        # Imported here: cairn.deps sits above the workspace layer (it imports from it).
+        from cairn.deps.tree import remove_tree
+
+        staging = self.path.with_name(self.path.name + ".partial")
+        if not (os.path.lexists(self.path) or os.path.lexists(staging)):
+            return False
         with self.mirror.lock():
-            if self.path.exists():
-                self.mirror.git(
-                    "worktree",
-                    "remove",
-                    "--force",
-                    str(self.path),
-                    failure="git could not remove the job's workspace",
-                )
-            self.mirror.git("worktree", "prune")
+            remove_tree(staging)
+            try:
+                if self.path.exists():
+                    failure = "git could not remove the job's workspace"
+                    self.mirror.git(
+                        "worktree", "remove", "--force", str(self.path), failure=failure
+                    )
+                self.mirror.git("worktree", "prune")
+            except WorkspaceError:
+                # git stops at read-only folders (materialized dependencies) and at folders it
+                # no longer knows as worktrees (a changed .git, a missing mirror); the folder
+                # under cairn's home is cairn's own to delete all the same.
+                remove_tree(self.path)
+                with contextlib.suppress(WorkspaceError):
+                    self.mirror.git("worktree", "prune")
+        return True
