@@ -6,6 +6,7 @@ import dataclasses
 from datetime import datetime
 from typing import Any, Self
 
+from cairn.next_action import NextAction
 from cairn.stages import Stage, Status
 
 
@@ -86,6 +87,7 @@ class Job(Record):
     fencing_token: int
     created_at: datetime
     updated_at: datetime
+    next_actions: tuple[NextAction, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stage", Stage(self.stage))
