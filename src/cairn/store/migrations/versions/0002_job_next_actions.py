@@ -23,6 +23,6 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    # SQLite drops a column only by rebuilding the table: batch mode does that.
-    with op.batch_alter_table("jobs") as batch:
-        batch.drop_column("next_actions")
+    # Not batch mode: rebuilding jobs on SQLite would trip the foreign keys that point at it;
+    # SQLite 3.35 and later drop a column in place.
+    op.drop_column("jobs", "next_actions")
