@@ -25,9 +25,8 @@ from cairn.cli import (
 )
 from cairn.cli.context import Session, command_group, errors
 from cairn.cli.demo import demo
-from cairn.cli.next_steps import next_data, with_next
+from cairn.cli.next_steps import with_next
 from cairn.errors import CairnError, UsageError
-from cairn.next_action import NextAction
 from cairn.sanitize import edge_sanitizer
 
 app = command_group(
@@ -96,8 +95,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         failure = _failure(exc)
         if failure is None:
             raise  # a bug: its traceback is what a report needs
-        steps = exc.next_actions if isinstance(exc, CairnError) else ()
-        _fail(args, *failure, steps)
+        _fail(args, *failure)
     if code:
         raise SystemExit(code)
 
@@ -139,13 +137,13 @@ def _check_arguments(args: list[str]) -> None:
                 ) from None
 
 
-def _fail(args: list[str], message: str, code: int, steps: Sequence[NextAction] = ()) -> NoReturn:
-    """Print one error, as `{"error": ..., "next": [...]}` under --json, and exit with `code`."""
+def _fail(args: list[str], message: str, code: int) -> NoReturn:
+    """Print one error, as `{"error": ...}` under --json, and exit with `code`."""
     # An error may quote what a person typed (a token pasted by mistake): mask it too.
     line = " ".join(edge_sanitizer().clean(message, 2000).split())  # and keep it one line
     if "--json" in (args[: args.index("--")] if "--" in args else args):
-        shown = {"error": line} | ({"next": next_data(steps)} if steps else {})
-        typer.echo(json.dumps(shown), err=True)
+        # One key, as scripts expect; the next actions are worded into the line.
+        typer.echo(json.dumps({"error": line}), err=True)
     else:
         errors.print(f"error: {line}")
     raise SystemExit(code)
