@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Annotated, Any
 
 import sqlalchemy as sa
-from pydantic import BaseModel, ConfigDict, PlainSerializer
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
 
 from cairn.engine import digest
 from cairn.next_action import NextAction, to_data
@@ -19,7 +19,7 @@ from cairn.stages import Stage, Status
 from cairn.store import decisions, effects, progress, stage_runs
 from cairn.store import dependency_requests as dep_ledger
 from cairn.store import jobs as job_ledger
-from cairn.store.records import Job, Request, StageRun
+from cairn.store.records import Job, Request
 from cairn.store.schema import jobs, requests, rooms, users
 from cairn.store.store import installation_of
 
@@ -37,9 +37,9 @@ _OUTCOME = {
 
 
 class View(BaseModel):
-    """A read-only view record."""
+    """A read-only view record; one named like a ledger record's fields is read off it."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, from_attributes=True)
 
 
 class JobSummary(View):
@@ -61,7 +61,7 @@ class Review(View):
 
 
 class StageRunView(View):
-    name: str
+    name: str = Field(validation_alias="stage")
     status: str
     attempt: int
     started_at: Timestamp
@@ -69,7 +69,9 @@ class StageRunView(View):
     recipe_id: str
     content_id: str | None
     evidence: dict[str, Any] | None
-    reused: bool
+    reused: Annotated[bool, BeforeValidator(lambda at: at is not None)] = Field(
+        validation_alias="reused_at"
+    )
     """Taken from a drive's snapshot (at least once) instead of being run again."""
 
 
@@ -155,14 +157,18 @@ def outcome_id(job: Job) -> str:
     )
 
 
-def _summaries(conn: sa.Connection, where: Any) -> list[tuple[Job, JobSummary]]:
-    """Jobs and their summaries, in one query: the request, room and requester joined in."""
+def _summaries(conn: sa.Connection, where: Any) -> list[JobSummary]:
+    """Job summaries in one query: the request, room and requester joined in."""
     query = (
         sa.select(
-            jobs,
-            requests.c.text.label("request_text"),
-            rooms.c.name.label("room_name"),
-            users.c.name.label("requester_name"),
+            jobs.c.id,
+            rooms.c.name.label("room"),
+            jobs.c.status,
+            jobs.c.stage,
+            requests.c.text.label("request"),
+            users.c.name.label("requester"),
+            jobs.c.updated_at,
+            jobs.c.next_actions.label("next"),
         )
         .join(requests, requests.c.id == jobs.c.request_id)
         .join(rooms, rooms.c.id == jobs.c.room_id)
@@ -170,35 +176,18 @@ def _summaries(conn: sa.Connection, where: Any) -> list[tuple[Job, JobSummary]]:
         .where(where)
         .order_by(jobs.c.id)
     )
-    found = []
-    for row in conn.execute(query):
-        job = Job.from_row(row)
-        summary = JobSummary(
-            id=job.id,
-            room=row.room_name,
-            status=job.status,
-            stage=job.stage,
-            request=row.request_text,
-            requester=row.requester_name,
-            updated_at=job.updated_at,
-            next=job.next_actions,
-        )
-        found.append((job, summary))
-    return found
+    return [JobSummary.model_validate(dict(row._mapping)) for row in conn.execute(query)]
 
 
 def job_summaries(conn: sa.Connection, room_id: int | None = None) -> list[JobSummary]:
     """Every job (or a room's), oldest first, fetched in one query."""
-    where = sa.true() if room_id is None else jobs.c.room_id == room_id
-    return [summary for _, summary in _summaries(conn, where)]
+    return _summaries(conn, sa.true() if room_id is None else jobs.c.room_id == room_id)
 
 
 def job_detail(conn: sa.Connection, job_id: int) -> JobDetail:
     """Everything `cairn show` reports; summaries only appear once there is a result to review."""
-    found = _summaries(conn, jobs.c.id == job_id)
-    if not found:
-        job_ledger.get_job(conn, job_id)  # raises NotFound, with its next action
-    [(job, summary)] = found
+    job = job_ledger.get_job(conn, job_id)
+    [summary] = _summaries(conn, jobs.c.id == job_id)
     request = job_ledger.get_request(conn, job.request_id)
     reviewable = job.stage in (Stage.awaiting_review, Stage.delivering) or job.status.is_terminal
     return JobDetail(
@@ -212,52 +201,17 @@ def job_detail(conn: sa.Connection, job_id: int) -> JobDetail:
         diagnosis=job.diagnosis,
         feed=feed_message(job, request),
         review=Review(summary=job.summary) if reviewable and job.summary else None,
-        stages=tuple(_stage_run(run) for run in stage_runs.for_job(conn, job.id)),
-        events=tuple(
-            EventView(stage=e.stage, status=e.status, at=e.at)
-            for e in progress.events_for_job(conn, job.id)
-        ),
-        decisions=tuple(
-            DecisionView(
-                gate=d.gate,
-                verdict=d.verdict,
-                actor=d.actor,
-                reason=d.reason,
-                policy=d.policy,
-                at=d.at,
-            )
-            for d in decisions.for_job(conn, job.id)
-        ),
+        stages=tuple(map(StageRunView.model_validate, stage_runs.for_job(conn, job.id))),
+        events=tuple(map(EventView.model_validate, progress.events_for_job(conn, job.id))),
+        decisions=tuple(map(DecisionView.model_validate, decisions.for_job(conn, job.id))),
         dependency_requests=tuple(
-            DependencyRequestView(
-                id=d.id,
-                ecosystem=d.ecosystem,
-                name=d.name,
-                version=d.version,
-                reason=d.reason,
-                status=d.status,
-            )
-            for d in dep_ledger.for_job(conn, job.id)
+            map(DependencyRequestView.model_validate, dep_ledger.for_job(conn, job.id))
         ),
         effects=tuple(
             EffectView(kind=e.kind, key=e.idempotency_key, status=e.status, ref=e.external_ref)
             for e in effects.for_job(conn, job.id)
         ),
         usage=_usage(conn, job.id),
-    )
-
-
-def _stage_run(run: StageRun) -> StageRunView:
-    return StageRunView(
-        name=run.stage,
-        status=run.status,
-        attempt=run.attempt,
-        started_at=run.started_at,
-        ended_at=run.ended_at,
-        recipe_id=run.recipe_id,
-        content_id=run.content_id,
-        evidence=run.evidence,
-        reused=run.reused_at is not None,
     )
 
 
