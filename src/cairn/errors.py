@@ -28,7 +28,9 @@ class CairnError(Exception):
 
     def __init__(self, *args: object, next_actions: Iterable[NextAction] = ()) -> None:
         super().__init__(*args)
-        self.next_actions = tuple(next_actions)
+        steps = tuple(next_actions)
+        if steps:  # else the class's own default (none, or what every such error asks)
+            self.next_actions = steps
 
 
 class UsageError(CairnError):

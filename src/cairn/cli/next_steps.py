@@ -41,7 +41,9 @@ _CLAUSE = {
     Action.add_group: "; {run} creates one",
     Action.add_group_member: "; an admin of the group can add them with {run}",
     Action.add_group_admin: "; make someone else an admin first ({run})",
-    Action.prune_cache: "; run {run} to remove it and the next job prepares afresh",
+    Action.prune_cache: (
+        "; run {run} to remove it and the next job prepares the dependencies afresh"
+    ),
     Action.demo: ", then run {run} again (its home is thrown away, so there is no job to resume)",
 }
 

@@ -208,7 +208,7 @@ def _blocking_on_failure(
         raise Blocked(
             f"{prefix}{exc}. Fix the cause (resumed, {then})",
             Evidence.of(refused, REPOSITORY_CAUSE) if in_repository else Evidence.of(refused),
-            next_actions=[drive.resume_step()],
+            next_actions=[*exc.next_actions, drive.resume_step()],
         ) from exc
 
 
