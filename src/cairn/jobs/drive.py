@@ -159,7 +159,7 @@ class Drive:
             with contextlib.suppress(LeaseLost):
                 self.stop(Status.failed, failed.diagnosis)
         except CairnError as exc:
-            self._halt(f"{exc}; fix the cause", [self.resume_step()])
+            self._halt(f"{exc}; fix the cause", [*exc.next_actions, self.resume_step()])
         except Exception:
             _log.exception("job %s stopped on an internal error", self.job.id)
             self._halt(
