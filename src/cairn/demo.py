@@ -15,7 +15,8 @@ from cairn.jobs import gates
 from cairn.jobs.drive import ProgressCallback
 from cairn.jobs.runner import Runner
 from cairn.jobs.submit import submit_job
-from cairn.jobs.view import job_detail
+from cairn.jobs.view import JobDetail, job_detail
+from cairn.next_action import Action, NextAction
 from cairn.sanitize import user_sanitizer
 from cairn.stages import Stage, Status
 from cairn.store import Store, decisions, identity
@@ -23,6 +24,8 @@ from cairn.store.rooms import create_room
 from cairn.testing.repos import make_sample_repo
 
 Narrate = Callable[[str], None]
+Explain = Callable[[str | None, tuple[NextAction, ...]], str | None]
+"""A front end's words for a diagnosis and its next actions (the CLI's: next_steps)."""
 REQUEST = "Add a greet(name) helper with a test, and mention it in the README."
 
 
@@ -35,7 +38,12 @@ def demo_script() -> str:
     return resources.files("cairn.testing").joinpath("demo_script.yaml").read_text()
 
 
-def run_demo(workdir: Path, narrate: Narrate, on_progress: ProgressCallback | None = None) -> dict:
+def run_demo(
+    workdir: Path,
+    narrate: Narrate,
+    explain: Explain,
+    on_progress: ProgressCallback | None = None,
+) -> JobDetail:
     """Run the demo in `workdir`; returns the finished job's detail record."""
     config = Config.from_env(home=workdir / "home")
     # Advisories: the configured ones, else the small real set that ships for demos and tests.
@@ -59,16 +67,19 @@ def run_demo(workdir: Path, narrate: Narrate, on_progress: ProgressCallback | No
                 actor="alice",
                 sanitizer=user_sanitizer(config),
             )
-        _through_the_gates(store, Runner(store, config, on_progress=on_progress), job.id, narrate)
+        runner = Runner(store, config, on_progress=on_progress)
+        _through_the_gates(store, runner, job.id, narrate, explain)
         return _report(store, job.id, repo, narrate)
     finally:
         store.close()
 
 
-def _through_the_gates(store: Store, runner: Runner, job_id: int, narrate: Narrate) -> None:
+def _through_the_gates(
+    store: Store, runner: Runner, job_id: int, narrate: Narrate, explain: Explain
+) -> None:
     """Run gate, dependency gate, integration gate: each decided by admin, narrated."""
     # Submit already put the job at the run gate: nothing runs before the first decision.
-    _expect(store, job_id, Stage.awaiting_run_approval, narrate)
+    _expect(store, job_id, Stage.awaiting_run_approval, narrate, explain)
     narrate(
         "Group default's policy is run_approval=admin: nothing runs until an admin other than "
         "the requester approves. alice, a member, can see the job but not decide it:"
@@ -76,7 +87,7 @@ def _through_the_gates(store: Store, runner: Runner, job_id: int, narrate: Narra
     narrate("  " + _refusal(store, job_id, "alice"))
     _decide(store, job_id, narrate, "admin approves the run; the runner prepares and starts:")
     runner.work(until_idle=True)
-    _expect(store, job_id, Stage.awaiting_dependency_approval, narrate)
+    _expect(store, job_id, Stage.awaiting_dependency_approval, narrate, explain)
     _decide(
         store,
         job_id,
@@ -87,36 +98,39 @@ def _through_the_gates(store: Store, runner: Runner, job_id: int, narrate: Narra
         "under its fingerprint, and hardlinks it into the job's workspace:",
     )
     runner.work(until_idle=True)
-    detail = _expect(store, job_id, Stage.awaiting_review, narrate)
+    detail = _expect(store, job_id, Stage.awaiting_review, narrate, explain)
     narrate(
         "The job waits at the integration gate. "
         "The room feed still shows only the request and the stage:"
     )
-    narrate("  " + detail["feed"].replace("\n", "\n  "))
+    narrate("  " + detail.feed.replace("\n", "\n  "))
     narrate("The reviewer reads the summary:")
-    narrate("  " + (detail["review"] or {}).get("summary", "").replace("\n", "\n  "))
+    summary = detail.review.summary if detail.review else ""
+    narrate("  " + summary.replace("\n", "\n  "))
     _decide(store, job_id, narrate, "admin approves the result; the runner pushes and merges it:")
     runner.work(until_idle=True)
-    _expect(store, job_id, Stage.completed, narrate)
+    _expect(store, job_id, Stage.completed, narrate, explain)
 
 
-def _expect(store: Store, job_id: int, stage: Stage, narrate: Narrate) -> dict:
+def _expect(
+    store: Store, job_id: int, stage: Stage, narrate: Narrate, explain: Explain
+) -> JobDetail:
     """The job's detail if it reached `stage`; else narrate where it is instead, and stop."""
     with store.begin() as conn:
         detail = job_detail(conn, job_id)
     wanted = Status.completed if stage is Stage.completed else Status.waiting
-    if (detail["stage"], detail["status"]) == (stage, wanted):
+    if (detail.stage, detail.status) == (stage, wanted):
         return detail
     narrate(
         f"The demo expected job {job_id} at {stage} ({wanted}), "
-        f"but it is at {detail['stage']} ({detail['status']})."
+        f"but it is at {detail.stage} ({detail.status})."
     )
     # The diagnosis is stored bounded and masked; it says what went wrong and what to do.
-    narrate(f"  diagnosis: {detail['diagnosis'] or 'none recorded'}")
+    narrate(f"  diagnosis: {explain(detail.diagnosis, detail.next) or 'none recorded'}")
     raise DemoStopped(
-        f"the demo stopped: job {job_id} is {detail['status']} at {detail['stage']}; "
-        "fix what the diagnosis above says, then run `cairn demo` again (its home is thrown "
-        "away, so there is no job to resume)"
+        f"the demo stopped: job {job_id} is {detail.status} at {detail.stage}; "
+        "fix what the diagnosis above says",
+        next_actions=[NextAction(Action.demo)],
     )
 
 
@@ -152,14 +166,14 @@ def _refusal(store: Store, job_id: int, actor: str) -> str:
     raise AssertionError("the run gate let a requester approve their own run")
 
 
-def _report(store: Store, job_id: int, repo: Path, narrate: Narrate) -> dict:
+def _report(store: Store, job_id: int, repo: Path, narrate: Narrate) -> JobDetail:
     with store.begin() as conn:
         detail = job_detail(conn, job_id)
         chain = decisions.verify_chain(conn)
-    narrate(f"Job {job_id} is {detail['status']}. The feed now shows the final result:")
-    narrate("  " + detail["feed"].replace("\n", "\n  "))
-    for effect in detail["effects"]:
-        narrate(f"effect {effect['kind']}: {effect['status']}")
+    narrate(f"Job {job_id} is {detail.status}. The feed now shows the final result:")
+    narrate("  " + detail.feed.replace("\n", "\n  "))
+    for effect in detail.effects:
+        narrate(f"effect {effect.kind}: {effect.status}")
     log = subprocess.run(
         ["git", "log", "--oneline", "-3", "main"],
         cwd=repo,

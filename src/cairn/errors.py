@@ -1,6 +1,7 @@
 """Every error cairn raises on purpose.
 
-CairnError                     each message says what happened and what to do
+CairnError                     each message says what happened and what to fix; what to
+│                              run next is in `next_actions`, rendered by the front end
 ├── UsageError                 bad input from a person (exit code 2)
 ├── NotFound                   no such job, room, user or group
 ├── NotAllowed                 the actor may not make this decision
@@ -14,11 +15,22 @@ CairnError                     each message says what happened and what to do
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from cairn.next_action import NextAction
+
 
 class CairnError(Exception):
     """Root of every error cairn raises on purpose."""
 
     exit_code = 1
+    next_actions: tuple[NextAction, ...] = ()
+
+    def __init__(self, *args: object, next_actions: Iterable[NextAction] = ()) -> None:
+        super().__init__(*args)
+        steps = tuple(next_actions)
+        if steps:  # else the class's own default (none, or what every such error asks)
+            self.next_actions = steps
 
 
 class UsageError(CairnError):

@@ -55,6 +55,7 @@ def test_existing_branches_of_the_jobs_name_are_never_adopted_or_overwritten(cli
         "at a commit that is not this job's; cairn neither adopts nor overwrites it. Rename or "
         f"delete that branch there, then run `cairn resume {job}`"
     )
+    assert blocked["next"] == [{"action": "resume", "job": job}], "and in structured form"
     assert cli.git("rev-parse", branch) == taken and cli.git("rev-parse", "main") == base
 
     cli.git("branch", "--quiet", "-m", branch, "theirs")

@@ -142,7 +142,7 @@ def test_a_room_bound_elsewhere_blocks_its_earlier_jobs_on_resume(team: Cairn, c
     assert detail["status"] == "blocked"
     assert f"room sample is now bound to a different {change}" in detail["diagnosis"]
     assert str(team.tmp) not in detail["diagnosis"], "the diagnosis names no path"
-    assert f"`cairn retry {job_id}`" in detail["diagnosis"]
+    assert {"action": "retry", "job": job_id} in detail["next"]
     assert not _workspace_has(team, job_id, "a2.txt")
 
 

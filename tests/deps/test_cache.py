@@ -34,7 +34,8 @@ from cairn.deps import (
 from cairn.deps import cache as cache_module
 from cairn.deps import manifest as manifest_module
 from cairn.deps import tree as tree_module
-from cairn.locks import locked
+from cairn.deps.cache import TAMPERED
+from cairn.next_action import Action, NextAction
 from cairn.store import Store
 from cairn.store import dependency_caches as ledger
 from cairn.store.dependency_caches import CacheRecord, CacheStatus
@@ -128,12 +129,13 @@ def test_a_modified_file_in_an_entry_is_detected_before_reuse_and_quarantined(
     six.write_bytes(original.replace(b"import", b"imporT", 1))  # same size, other content
     target = tmp_path / "job-2"
     target.mkdir()
-    with pytest.raises(QuarantinedError, match="changed after it was built"):
+    with pytest.raises(QuarantinedError, match="changed after it was built") as refused:
         cache.materialize(uv_installer, record, target)
+    assert refused.value.next_actions == (NextAction(Action.prune_cache),)  # `cairn cache prune`
     assert not (target / ".venv").exists()
     with cache.store.begin() as conn:
         row = ledger.get(conn, record.id)
-    assert row.status is CacheStatus.quarantined and "cairn cache prune" in (row.diagnosis or "")
+    assert row.status is CacheStatus.quarantined and row.diagnosis == TAMPERED
     with pytest.raises(QuarantinedError):  # refused, not silently rebuilt
         cache.prepare(uv_installer, read_inputs(tmp_path / "job-1", uv_installer))
     assert [r.fingerprint for r in cache.prune()] == [record.fingerprint]

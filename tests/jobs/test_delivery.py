@@ -95,7 +95,10 @@ def test_a_merge_left_to_a_person_blocks_at_delivering_until_resumed(cairn: Cair
         f"branch {cairn.branch(job_id)} pushed; merge left to a person: main is checked out "
         "with local changes"
     )
-    assert f"cairn resume {job_id}" in detail["diagnosis"]
+    assert detail["next"] == [
+        {"action": "resume", "job": job_id},
+        {"action": "cancel", "job": job_id},
+    ]
     assert "Delivered." not in detail["feed"] and detail["feed"].endswith("[delivering]")
     assert _effects(detail) == [("push", "done"), ("merge", "failed")]
     assert readme.read_bytes() == edited and cairn.git("rev-parse", "main") == base
@@ -211,8 +214,9 @@ def test_a_branch_of_the_jobs_own_name_at_another_commit_blocks_delivery(cairn: 
     assert blocked["diagnosis"] == (
         f"nothing was pushed: a branch named {branch} already exists in the room's repository "
         "at a commit that is not this job's; cairn neither adopts nor overwrites it. Rename or "
-        f"delete that branch there, then run `cairn resume {job.id}`"
+        "delete that branch there"
     )
+    assert blocked["next"] == [{"action": "resume", "job": job.id}]
     assert cairn.git("rev-parse", branch) == foreign
     assert "foreign.txt" not in cairn.git("ls-tree", "-r", "--name-only", "main")
 

@@ -115,7 +115,7 @@ def test_work_that_conflicts_with_the_new_baseline_blocks_and_is_left_as_it_was(
     detail = cairn.detail(job.id)
     assert (detail["stage"], detail["status"]) == ("preparing_workspace", "blocked")
     assert "conflict with the new baseline of main (README.md)" in detail["diagnosis"]
-    assert "cairn retry" in detail["diagnosis"]
+    assert {"action": "retry", "job": job.id} in detail["next"]
     workspace = cairn.workspace(job.id)
     assert (workspace / "README.md").read_text() == "# greeter, as the agent wrote it\n"
     assert not (workspace / "pyproject.toml").exists(), "the workspace did not move"

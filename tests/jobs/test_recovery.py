@@ -64,7 +64,9 @@ def test_a_job_that_errors_is_blocked_and_the_queue_goes_on(cairn: Cairn) -> Non
     healthy = cairn.submit(WRITE_B)
     cairn.work()
     blocked = cairn.detail(poisoned.id)
-    assert blocked["status"] == "blocked" and f"cairn resume {poisoned.id}" in blocked["diagnosis"]
+    assert blocked["status"] == "blocked" and blocked["next"] == [
+        {"action": "resume", "job": poisoned.id}
+    ]
     assert str(cairn.config.home) not in blocked["diagnosis"]
     assert (path / "someone-elses-file").read_text() == "not cairn's\n"
     assert cairn.job(healthy.id).stage is Stage.awaiting_review

@@ -15,6 +15,7 @@ import sqlalchemy as sa
 
 from cairn.engine import EffectStatus
 from cairn.errors import InvalidState, LeaseLost, NotFound, StoreError, UsageError
+from cairn.next_action import Action, NextAction
 from cairn.stages import Stage, Status
 from cairn.store import Store, identity, leases, progress, rooms
 from cairn.store import contexts as context_ledger
@@ -217,17 +218,19 @@ def test_unknown_role_is_a_usage_error(store: Store) -> None:
 
 def test_missing_records_raise_not_found_saying_what_to_do(store: Store) -> None:
     cases = [
-        (lambda c: identity.get_user(c, "ghost"), "no user 'ghost'; `cairn user add NAME`"),
-        (lambda c: identity.get_user(c, 999), "no user 999"),
-        (lambda c: identity.get_group(c, "ghost"), "no group 'ghost'; `cairn group add NAME`"),
-        (lambda c: rooms.get_room(c, "ghost"), "no room 'ghost'; `cairn room create`"),
-        (lambda c: job_ledger.get_job(c, 999), "no job 999; `cairn jobs`"),
-        (lambda c: job_ledger.get_request(c, 999), "no request 999"),
+        (lambda c: identity.get_user(c, "ghost"), "no user 'ghost'", Action.add_user),
+        (lambda c: identity.get_user(c, 999), "no user 999", Action.add_user),
+        (lambda c: identity.get_group(c, "ghost"), "no group 'ghost'", Action.add_group),
+        (lambda c: rooms.get_room(c, "ghost"), "no room 'ghost'", Action.create_room),
+        (lambda c: job_ledger.get_job(c, 999), "no job 999", Action.list_jobs),
+        (lambda c: job_ledger.get_request(c, 999), "no request 999", None),
     ]
-    for lookup, message in cases:
+    for lookup, message, action in cases:
         with store.begin() as conn, pytest.raises(NotFound) as caught:
             lookup(conn)
         assert str(caught.value).startswith(message)
+        # What to do is a structured next action; the CLI words it (`cairn user add NAME`...).
+        assert caught.value.next_actions == ((NextAction(action),) if action else ())
 
 
 # --- rooms ------------------------------------------------------------------------------

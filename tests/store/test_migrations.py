@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -10,8 +11,12 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
 from cairn.errors import StoreError
-from cairn.store import Store, database
+from cairn.next_action import Action, NextAction
+from cairn.stages import Status
+from cairn.store import Store, database, identity, rooms
+from cairn.store import jobs as job_ledger
 from cairn.store.database import make_engine
+from cairn.store.records import Job
 from cairn.store.schema import metadata
 
 
@@ -56,8 +61,9 @@ def test_sqlite_connections_enforce_wal_full_sync_and_foreign_keys(sqlite_url: s
 def test_open_on_an_empty_database_without_create_says_run_cairn_init(
     empty_store_url: str,
 ) -> None:
-    with pytest.raises(StoreError, match="run `cairn init` first"):
+    with pytest.raises(StoreError, match="no cairn store here yet") as refused:
         Store.open(empty_store_url)
+    assert refused.value.next_actions == (NextAction(Action.init),)  # the CLI: `cairn init`
     created = Store.open(empty_store_url, create=True)
     try:
         assert database.current_revision(created.engine) == database.head_revision()
@@ -66,8 +72,9 @@ def test_open_on_an_empty_database_without_create_says_run_cairn_init(
 
 
 def test_open_without_create_on_a_missing_folder_says_to_run_init(tmp_path: Path) -> None:
-    with pytest.raises(StoreError, match="run `cairn init` first"):
+    with pytest.raises(StoreError, match="no cairn store here yet") as refused:
         Store.open(f"sqlite:///{tmp_path}/missing-dir/cairn.db")
+    assert refused.value.next_actions == (NextAction(Action.init),)
     assert not (tmp_path / "missing-dir").exists()
 
 
@@ -114,3 +121,51 @@ def test_open_on_a_store_from_a_newer_cairn_says_to_upgrade_cairn(
 def test_the_head_known_without_alembic_is_alembics_head() -> None:
     # Opening an up-to-date store skips Alembic on this constant: a new migration must move it.
     assert database.head_revision() == database.HEAD_REVISION
+
+
+def test_a_0001_store_upgrades_to_jobs_with_no_next_actions_and_their_diagnosis_kept(
+    store_url: str,
+) -> None:
+    from alembic import command
+
+    store = Store.open(store_url, create=True)
+    try:
+        with store.begin() as conn:
+            job = _a_job(conn)
+        with store.engine.begin() as conn:
+            command.downgrade(database._alembic_config(conn), "0001")
+            conn.execute(sa.text("UPDATE jobs SET diagnosis = 'written by 0001'"))
+        assert database.current_revision(store.engine) == "0001"
+    finally:
+        store.close()
+    upgraded = Store.open(store_url)  # an older store is brought to the head on open
+    try:
+        assert database.current_revision(upgraded.engine) == database.HEAD_REVISION
+        with upgraded.begin() as conn:
+            before = job_ledger.get_job(conn, job.id)
+            assert (before.diagnosis, before.next_actions) == ("written by 0001", ())
+            blocked = job_ledger.transition(
+                conn,
+                before,
+                before.stage,
+                Status.blocked,
+                diagnosis="fix it",
+                next_actions=(NextAction(Action.resume, job=job.id),),
+            )
+        with upgraded.begin() as conn:
+            assert job_ledger.get_job(conn, job.id).next_actions == blocked.next_actions
+            stored = conn.execute(sa.text("SELECT next_actions FROM jobs")).scalar_one()
+        # The structured JSON form (PostgreSQL's driver decodes JSON itself, SQLite's not).
+        as_stored = json.loads(stored) if isinstance(stored, str) else stored
+        assert as_stored == [{"action": "resume", "job": job.id}]
+    finally:
+        upgraded.close()
+
+
+def _a_job(conn: sa.Connection) -> Job:
+    group = identity.add_group(conn, "g")
+    user = identity.add_user(conn, "alice")
+    room = rooms.create_room(conn, name="r", group_id=group.id, repo="/r", base_branch="main")
+    return job_ledger.submit(
+        conn, room_id=room.id, requester_id=user.id, text="t", agent={}, scope={}
+    )

@@ -13,7 +13,7 @@ import typer
 try:  # Typer vendors Click; these are the exceptions it raises outside standalone mode.
     from typer._click import exceptions as click_errors
 except ImportError:  # an older Typer, built on Click itself
-    from click import exceptions as click_errors  # type: ignore[no-redef]
+    from click import exceptions as click_errors  # type: ignore[no-redef,import-not-found]
 
 from cairn.cli import (
     authority_commands,
@@ -25,6 +25,7 @@ from cairn.cli import (
 )
 from cairn.cli.context import Session, command_group, errors
 from cairn.cli.demo import demo
+from cairn.cli.next_steps import with_next
 from cairn.errors import CairnError, UsageError
 from cairn.sanitize import edge_sanitizer
 
@@ -101,6 +102,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 def _failure(exc: Exception) -> tuple[str, int] | None:
     """The one line a person reads for `exc` and the exit code, or None for an unexpected error."""
+
     if isinstance(exc, click_errors.UsageError):
         # Click's own usage errors (a missing argument, an unknown option): 2, like ours.
         where = exc.ctx.command_path if exc.ctx else "cairn"
@@ -108,7 +110,7 @@ def _failure(exc: Exception) -> tuple[str, int] | None:
     if isinstance(exc, click_errors.ClickException):
         return exc.format_message(), exc.exit_code
     if isinstance(exc, CairnError):
-        return str(exc), exc.exit_code
+        return with_next(str(exc), exc.next_actions), exc.exit_code
     if isinstance(exc, OSError):
         # The message names what failed, never the file: paths stay out of what users see.
         return f"{exc.strerror or 'a file operation failed'}; check --home / CAIRN_HOME", 1
@@ -140,6 +142,7 @@ def _fail(args: list[str], message: str, code: int) -> NoReturn:
     # An error may quote what a person typed (a token pasted by mistake): mask it too.
     line = " ".join(edge_sanitizer().clean(message, 2000).split())  # and keep it one line
     if "--json" in (args[: args.index("--")] if "--" in args else args):
+        # One key, as scripts expect; the next actions are worded into the line.
         typer.echo(json.dumps({"error": line}), err=True)
     else:
         errors.print(f"error: {line}")

@@ -9,7 +9,9 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from cairn.cli.context import JSON_OPTION, Session, command_group, console, print_json, session
+from cairn.cli.next_steps import with_next
 from cairn.errors import UsageError
+from cairn.next_action import Action, NextAction
 
 if TYPE_CHECKING:
     from cairn.store.dependency_caches import CacheRecord
@@ -63,7 +65,8 @@ def verify(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
         ready = sum(1 for r in after if r.status is CacheStatus.ready)
         console.print(f"{ready} ready entries match their recorded content")
         for record in changed:
-            console.print(f"quarantined {record.fingerprint[:12]}: {record.diagnosis}")
+            why = with_next(record.diagnosis or "", [NextAction(Action.prune_cache)])
+            console.print(f"quarantined {record.fingerprint[:12]}: {why}")
     if changed:
         raise typer.Exit(1)
 

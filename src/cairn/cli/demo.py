@@ -17,6 +17,7 @@ def demo(
     keep: bool = typer.Option(False, "--keep", help="Keep the temporary folder afterwards."),
 ) -> None:
     """Run a scripted job through a dependency gate, review and delivery on a sample repository."""
+    from cairn.cli.next_steps import diagnosis
     from cairn.cli.progress import StagePrinter
     from cairn.demo import run_demo
 
@@ -24,7 +25,7 @@ def demo(
     os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     folder = tempfile.mkdtemp(prefix="cairn-demo-")
     try:
-        run_demo(Path(folder), console.print, StagePrinter())
+        run_demo(Path(folder), console.print, diagnosis, StagePrinter())
     finally:
         if not keep:
             shutil.rmtree(folder, ignore_errors=True)

@@ -26,7 +26,10 @@ def approve(
         )
     if job.status is Status.blocked:
         # Committed above: the job is blocked with its diagnosis; the approval was not recorded.
-        raise NotAllowed(f"job {job.id} was not approved and is now blocked: {job.diagnosis}")
+        raise NotAllowed(
+            f"job {job.id} was not approved and is now blocked: {job.diagnosis}",
+            next_actions=job.next_actions,
+        )
     console.print(f"job {job.id}: approved at {job.stage}; a runner carries it on (`cairn work`)")
 
 

@@ -93,54 +93,49 @@ def jobs(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """List jobs with their stage and status."""
-    from cairn.jobs.view import job_summary
-    from cairn.store import jobs as job_ledger
+    from cairn.jobs.view import job_summaries
     from cairn.store.rooms import get_room
 
     with session(ctx).store() as store, store.begin() as conn:
         room_id = get_room(conn, room).id if room else None
-        rows = [job_summary(conn, job) for job in job_ledger.list_jobs(conn, room_id)]
+        rows = job_summaries(conn, room_id)
     if as_json:
-        print_json(rows)
+        print_json([row.model_dump(mode="json") for row in rows])
         return
     for row in rows:
-        first = row["request"].splitlines()[0][:60]
-        console.print(
-            f"{row['id']:>4}  {row['room']:<12} {row['status']:<10} {row['stage']:<28} {first}"
-        )
+        first = row.request.splitlines()[0][:60]
+        console.print(f"{row.id:>4}  {row.room:<12} {row.status:<10} {row.stage:<28} {first}")
 
 
 def show(ctx: typer.Context, job_id: int = JOB_ARGUMENT, as_json: bool = JSON_OPTION) -> None:
     """Show one job: stages, decisions, dependency requests, effects and diagnosis."""
+    from cairn.cli.next_steps import diagnosis
     from cairn.jobs.view import job_detail
 
     with session(ctx).store() as store, store.begin() as conn:
         detail = job_detail(conn, job_id)
+    # The CLI's words for the next actions follow the diagnosis; `next` keeps them structured.
+    shown = diagnosis(detail.diagnosis, detail.next)
     if as_json:
-        print_json(detail)
+        print_json(detail.model_dump(mode="json") | {"diagnosis": shown})
         return
     console.print(
-        f"job {detail['id']} in room {detail['room']}: {detail['status']} at {detail['stage']}",
-        style="bold",
+        f"job {detail.id} in room {detail.room}: {detail.status} at {detail.stage}", style="bold"
     )
-    console.print(f"request ({detail['requester']}): {detail['request']}")
-    for stage in detail["stages"]:
-        console.print(f"  {stage['started_at'][11:19]}  {stage['name']:<28} {stage['status']}")
-    for decision in detail["decisions"]:
-        why = f": {decision['reason']}" if decision["reason"] else ""
-        console.print(
-            f"  decision  {decision['gate']} {decision['verdict']} by {decision['actor']}{why}"
-        )
-    for dep in detail["dependency_requests"]:
-        console.print(
-            f"  dependency  {dep['ecosystem']} {dep['name']} {dep['version']} ({dep['status']})"
-        )
-    for effect in detail["effects"]:
-        console.print(f"  effect  {effect['kind']} {effect['status']}")
-    if detail["review"]:
-        console.print(f"\n{detail['review']['summary']}")
-    if detail["diagnosis"]:
-        console.print(f"\ndiagnosis: {detail['diagnosis']}", style="yellow")
+    console.print(f"request ({detail.requester}): {detail.request}")
+    for stage in detail.stages:
+        console.print(f"  {stage.started_at:%H:%M:%S}  {stage.name:<28} {stage.status}")
+    for decision in detail.decisions:
+        why = f": {decision.reason}" if decision.reason else ""
+        console.print(f"  decision  {decision.gate} {decision.verdict} by {decision.actor}{why}")
+    for dep in detail.dependency_requests:
+        console.print(f"  dependency  {dep.ecosystem} {dep.name} {dep.version} ({dep.status})")
+    for effect in detail.effects:
+        console.print(f"  effect  {effect.kind} {effect.status}")
+    if detail.review:
+        console.print(f"\n{detail.review.summary}")
+    if shown:
+        console.print(f"\ndiagnosis: {shown}", style="yellow")
 
 
 def audit_verify(
@@ -215,6 +210,7 @@ def _submit(
 
 
 def _work(ctx: typer.Context, *, until_idle: bool, job_id: int | None) -> list[Job]:
+    from cairn.cli.next_steps import with_next
     from cairn.cli.progress import StagePrinter, next_step
     from cairn.engine import Faults
     from cairn.jobs.runner import Runner, Terminated, sigterm_interrupts
@@ -238,7 +234,7 @@ def _work(ctx: typer.Context, *, until_idle: bool, job_id: int | None) -> list[J
             raise typer.Exit(143 if isinstance(stop, Terminated) else 130) from None
     for job in driven:
         if job.diagnosis:
-            console.print(f"job {job.id}: {job.diagnosis}")
+            console.print(f"job {job.id}: {with_next(job.diagnosis, job.next_actions)}")
         step = next_step(job)
         if step:
             console.print(f"job {job.id}: {step}")

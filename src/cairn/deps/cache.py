@@ -52,8 +52,7 @@ from cairn.workspace.commands import DEPENDENCY_MARKER as MARKER
 
 TAMPERED = (
     "quarantined: a file in this dependency cache entry changed after it was built (its "
-    "content no longer matches its recorded identity), so it is never used again; run "
-    "`cairn cache prune` to remove it and the next job prepares the dependencies afresh"
+    "content no longer matches its recorded identity), so it is never used again"
 )
 _FINGERPRINT = re.compile(r"[0-9a-f]{64}")
 # Pruning by age counts in days: one ledger write a minute per entry is plenty.

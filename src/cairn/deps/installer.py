@@ -34,6 +34,7 @@ from cairn.deps.fingerprint import (
 )
 from cairn.deps.requests import dependency_problem, label, normalized_name
 from cairn.errors import UsageError, WorkspaceError
+from cairn.next_action import Action, NextAction
 from cairn.sanitize import Sanitizer
 
 if TYPE_CHECKING:
@@ -58,6 +59,8 @@ class InstallError(WorkspaceError):
 
 class QuarantinedError(InstallError):
     """A cache entry is quarantined: a high-risk advisory, or content changed after it was built."""
+
+    next_actions = (NextAction(Action.prune_cache),)  # a quarantined entry is only pruned
 
 
 @dataclass(frozen=True)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
 
 from cairn.errors import NotFound
+from cairn.next_action import Action, NextAction
 from cairn.store.identity import get_group, get_user, membership
 from cairn.store.records import Job, Request, Room
 from cairn.store.rooms import get_room
@@ -26,7 +28,15 @@ def room_binding(room: Room) -> dict[str, Any]:
     }
 
 
-def missing_access(conn: sa.Connection, job: Job, request: Request) -> str | None:
+@dataclass(frozen=True)
+class LostAccess:
+    """What is missing for the requester to have the job worked on, and what can be done."""
+
+    diagnosis: str
+    next_actions: tuple[NextAction, ...] = ()
+
+
+def missing_access(conn: sa.Connection, job: Job, request: Request) -> LostAccess | None:
     """Why the requester may no longer have this job worked on, or None when access holds.
 
     The diagnosis names what is missing (a membership, a binding), never a path or a token.
@@ -36,20 +46,23 @@ def missing_access(conn: sa.Connection, job: Job, request: Request) -> str | Non
         group = get_group(conn, room.group_id)
         requester = get_user(conn, request.requester_id)
     except NotFound:
-        return "the job's room, group or requester no longer exists; an admin can cancel the job"
+        return LostAccess(
+            "the job's room, group or requester no longer exists; an admin can cancel the job"
+        )
     if room.id != request.room_id:
-        return "the job's room changed since the request; an admin can cancel the job"
+        return LostAccess("the job's room changed since the request; an admin can cancel the job")
     changed = _binding_change(room, request.scope.get(BINDING_KEY))
     if changed:
-        return (
+        return LostAccess(
             f"room {room.name} is now bound to {changed} than when job {job.id} was "
-            f"requested; `cairn cancel {job.id}`, then `cairn retry {job.id}` requests it again "
-            "in the room as it is now"
+            "requested; cancelled and retried, it is requested again in the room as it is now",
+            (NextAction(Action.cancel, job=job.id), NextAction(Action.retry, job=job.id)),
         )
     if membership(conn, group.id, requester.id) is None:
-        return (
+        return LostAccess(
             f"the requester {requester.name} is no longer a member of group {group.name}; "
-            f"add them back and run `cairn resume {job.id}`, or cancel the job"
+            "add them back",
+            (NextAction(Action.resume, job=job.id), NextAction(Action.cancel, job=job.id)),
         )
     return None
 

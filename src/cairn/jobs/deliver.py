@@ -16,6 +16,7 @@ from cairn.engine import (
 from cairn.errors import WorkspaceError
 from cairn.jobs.drive import Blocked, Drive
 from cairn.jobs.ledger import StoreEffects
+from cairn.next_action import Action, NextAction
 from cairn.stages import Stage
 from cairn.workspace import delivery
 
@@ -24,7 +25,7 @@ def _deliver(drive: Drive, upstream: Upstream) -> Result:
     """Push, then merge; a merge left to a person blocks the job here until it is done."""
     sha = reviewed_commit(upstream)
     effects = StoreEffects(drive.store, drive.job.id, drive.token)
-    resume = f"run `cairn resume {drive.job.id}`"
+    resume = [drive.resume_step()]
     try:
         pushed = perform(
             effects,
@@ -45,28 +46,32 @@ def _deliver(drive: Drive, upstream: Upstream) -> Result:
         )
     except delivery.BranchTaken as exc:
         raise Blocked(
-            f"nothing was pushed: {exc}. Rename or delete that branch there, then {resume}"
+            f"nothing was pushed: {exc}. Rename or delete that branch there", next_actions=resume
         ) from exc
     except (Undecidable, WorkspaceError) as exc:
-        raise Blocked(f"delivery did not complete: {exc}; {resume}") from exc
+        raise Blocked(
+            f"delivery did not complete: {exc}; fix the cause", next_actions=resume
+        ) from exc
     evidence = Evidence.of(
         Measurement("pushed", int(pushed == sha), Expect.equals, 1),
         Measurement("merged", int(merged is not None), Expect.equals, 1),
     )
     if merged is None:
-        raise Blocked(_left_to_a_person(drive, next((r for r in reasons if r), None)), evidence)
+        why = _left_to_a_person(drive, next((r for r in reasons if r), None))
+        job = drive.job.id
+        steps = [drive.resume_step(), NextAction(Action.cancel, job=job)]
+        raise Blocked(why, evidence, next_actions=steps)
     return Result(digest({"pushed": pushed, "merged": merged}), evidence)
 
 
 def _left_to_a_person(drive: Drive, why: str | None) -> str:
     """What a job whose branch is pushed but not merged says, and how it goes on."""
     # Rule 2: not a delivery. The job stays at `delivering` until the merge is done.
-    job = drive.job.id
     return (
         f"branch {drive.branch} pushed; merge left to a person: "
-        f"{why or 'cairn could not merge it'}. Once that is resolved (or you have merged the "
-        f"branch into {drive.room.base_branch} yourself), run `cairn resume {job}` and cairn "
-        f"merges it or records your merge; `cairn cancel {job}` leaves it unmerged"
+        f"{why or 'cairn could not merge it'}. Resumed, cairn merges it or records your "
+        "merge; cancelled, it stays unmerged. Resolve that (or merge the branch into "
+        f"{drive.room.base_branch} yourself)"
     )
 
 

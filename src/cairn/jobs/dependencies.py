@@ -168,9 +168,9 @@ def missing_declarations(drive: Drive, ecosystem: str, what: str) -> Blocked | N
         return None
     return Blocked(
         f"the repository has no {installer.declarations}, so cairn cannot install {what}; "
-        f"commit one to {drive.room.base_branch}, then run "
-        f"`cairn resume {drive.job.id}`: the job then takes a fresh baseline",
+        f"commit one to {drive.room.base_branch} (resumed, the job then takes a fresh baseline)",
         Evidence.of(REPOSITORY_CAUSE, Measurement("declarations", False, Expect.equals, True)),
+        next_actions=[drive.resume_step()],
     )
 
 
@@ -206,8 +206,9 @@ def _blocking_on_failure(
         refused = Measurement("installed", False, Expect.equals, True)
         then = "the job then takes a fresh baseline" if in_repository else "it goes on from here"
         raise Blocked(
-            f"{prefix}{exc}. When the cause is fixed, run `cairn resume {drive.job.id}`; {then}",
+            f"{prefix}{exc}. Fix the cause (resumed, {then})",
             Evidence.of(refused, REPOSITORY_CAUSE) if in_repository else Evidence.of(refused),
+            next_actions=[*exc.next_actions, drive.resume_step()],
         ) from exc
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import cached_property
 from typing import Any
@@ -12,11 +12,12 @@ from typing import Any
 import sqlalchemy as sa
 
 from cairn.config import Config
-from cairn.engine import NO_FAULTS, Engine, Faults, StageDef, StageFailed, Workflow
+from cairn.engine import NO_FAULTS, Engine, Evidence, Faults, StageDef, StageFailed, Workflow
 from cairn.errors import CairnError, LeaseLost
 from cairn.jobs import context
 from cairn.jobs.access import missing_access
 from cairn.jobs.ledger import StoreLedger
+from cairn.next_action import Action, NextAction
 from cairn.sanitize import Sanitizer, user_sanitizer
 from cairn.stages import Stage, Status
 from cairn.store import Store
@@ -34,6 +35,16 @@ ProgressCallback = Callable[[Job], None]
 
 class Blocked(StageFailed):
     """A stage needs someone outside cairn (a dirty checkout, a refused push): not a failure."""
+
+    def __init__(
+        self,
+        diagnosis: str,
+        evidence: Evidence | None = None,
+        *,
+        next_actions: Iterable[NextAction] = (),
+    ) -> None:
+        super().__init__(diagnosis, evidence)
+        self.next_actions = tuple(next_actions)
 
 
 class Drive:
@@ -104,11 +115,22 @@ class Drive:
                 conn, self.job, self.job.stage, self.job.status, **fields
             )
 
-    def stop(self, status: Status, diagnosis: str, stage: Stage | None = None) -> None:
+    def stop(
+        self,
+        status: Status,
+        diagnosis: str,
+        stage: Stage | None = None,
+        next_actions: Iterable[NextAction] = (),
+    ) -> None:
         """End the drive in `status` (blocked or failed) with a bounded, masked diagnosis."""
         if stage is None:
             stage = Stage.failed if status is Status.failed else self.job.stage
-        self.move(stage, status, diagnosis=self.sanitizer.clean(diagnosis))
+        cleaned = self.sanitizer.clean(diagnosis)
+        self.move(stage, status, diagnosis=cleaned, next_actions=tuple(next_actions))
+
+    def resume_step(self) -> NextAction:
+        """The next action that continues this job once its block is dealt with."""
+        return NextAction(Action.resume, job=self.job.id)
 
     def refresh(self) -> Job:
         with self.store.begin() as conn:
@@ -132,17 +154,18 @@ class Drive:
         except LeaseLost:
             pass
         except Blocked as blocked:
-            self._halt(blocked.diagnosis)
+            self._halt(blocked.diagnosis, blocked.next_actions)
         except StageFailed as failed:
             with contextlib.suppress(LeaseLost):
                 self.stop(Status.failed, failed.diagnosis)
         except CairnError as exc:
-            self._halt(f"{exc}; fix the cause, then run `cairn resume {self.job.id}`")
+            self._halt(f"{exc}; fix the cause", [*exc.next_actions, self.resume_step()])
         except Exception:
             _log.exception("job %s stopped on an internal error", self.job.id)
             self._halt(
                 "cairn hit an internal error while driving this job; the runner's log has the "
-                f"details. Fix the cause, then run `cairn resume {self.job.id}`"
+                "details. Fix the cause",
+                [self.resume_step()],
             )
         return self.refresh()
 
@@ -176,9 +199,9 @@ class Drive:
         with self.store.begin() as conn:
             lost = missing_access(conn, self.job, self.request)
         if lost:
-            self.stop(Status.blocked, lost)
+            self.stop(Status.blocked, lost.diagnosis, next_actions=lost.next_actions)
         return lost is None
 
-    def _halt(self, diagnosis: str) -> None:
+    def _halt(self, diagnosis: str, next_actions: Iterable[NextAction]) -> None:
         with contextlib.suppress(LeaseLost):
-            self.stop(Status.blocked, diagnosis)
+            self.stop(Status.blocked, diagnosis, next_actions=next_actions)

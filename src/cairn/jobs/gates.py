@@ -23,6 +23,7 @@ from cairn.errors import InvalidState, NotAllowed, UsageError
 from cairn.jobs.access import missing_access
 from cairn.jobs.fresh_baseline import blocked_by_repository, resume_note
 from cairn.jobs.policy import REASON_LIMIT, GroupPolicy, policy_label
+from cairn.next_action import Action, NextAction
 from cairn.sanitize import Sanitizer, strip_control
 from cairn.stages import Gate, Stage, Status, Verdict
 from cairn.store import decisions
@@ -60,7 +61,12 @@ def approve(
     lost = missing_access(conn, job, request)
     if lost:
         return job_ledger.transition(
-            conn, job, job.stage, Status.blocked, diagnosis=Sanitizer(environ={}).clean(lost)
+            conn,
+            job,
+            job.stage,
+            Status.blocked,
+            diagnosis=Sanitizer(environ={}).clean(lost.diagnosis),
+            next_actions=lost.next_actions,
         )
     decision = decisions.append(
         conn,
@@ -117,7 +123,8 @@ def cancel(conn: sa.Connection, job_id: int, actor: str) -> Job:
     job = job_ledger.lock_job(conn, job_id)
     if job.status.is_terminal:
         raise InvalidState(
-            f"job {job_id} already ended ({job.status}); `cairn retry {job_id}` starts it anew"
+            f"job {job_id} already ended ({job.status})",
+            next_actions=[NextAction(Action.retry, job=job_id)],
         )
     # A delivery blocked (a merge left to a person) waits for people, who may decide to stop it.
     if job.stage is Stage.delivering and job.status is not Status.blocked:
@@ -140,7 +147,9 @@ def resume(conn: sa.Connection, job_id: int, actor: str) -> Job:
     _requester_or_admin(conn, job, actor, "resume")
     lost = missing_access(conn, job, job_ledger.get_request(conn, job.request_id))
     if lost:
-        raise NotAllowed(f"job {job_id} cannot go on yet: {lost}")
+        raise NotAllowed(
+            f"job {job_id} cannot go on yet: {lost.diagnosis}", next_actions=lost.next_actions
+        )
     # A block whose cause lies in the repository needs the owner's fix: a fresh baseline.
     fresh = blocked_by_repository(conn, job)
     note = resume_note(job, get_room(conn, job.room_id).base_branch) if fresh else None

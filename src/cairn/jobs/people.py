@@ -6,6 +6,7 @@ import sqlalchemy as sa
 
 from cairn.errors import NotAllowed, UsageError
 from cairn.jobs.policy import GroupPolicy, require_group_admin
+from cairn.next_action import Action, NextAction
 from cairn.store import identity as ledger
 from cairn.store.records import Group, Membership, User
 
@@ -75,6 +76,6 @@ def _keep_an_admin(conn: sa.Connection, group: Group, leaving: User) -> None:
     admins = [u for u, role in ledger.members(conn, group.id) if role == "admin"]
     if [u.id for u in admins] == [leaving.id]:
         raise UsageError(
-            f"{leaving.name} is the last admin of group {group.name}; make someone else an "
-            f"admin first (`cairn group member add {group.name} NAME --admin`)"
+            f"{leaving.name} is the last admin of group {group.name}",
+            next_actions=[NextAction(Action.add_group_admin, group=group.name)],
         )

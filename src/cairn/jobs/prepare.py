@@ -7,6 +7,7 @@ from cairn.engine.workflow import Upstream
 from cairn.errors import WorkspaceError
 from cairn.jobs.drive import Blocked, Drive
 from cairn.jobs.fresh_baseline import REPOSITORY_CAUSE
+from cairn.next_action import Action, NextAction
 from cairn.stages import Stage
 from cairn.workspace.git import IDENTITY, try_git
 from cairn.workspace.mirror import checkout_changes
@@ -22,16 +23,16 @@ def _baseline(drive: Drive, upstream: Upstream) -> Result:
         )
         raise Blocked(
             f"the repository's checkout of {room.base_branch} has uncommitted changes ({shown}); "
-            "cairn did not touch them. Commit or stash them, then run "
-            f"`cairn resume {drive.job.id}`",
+            "cairn did not touch them. Commit or stash them",
             Evidence.of(Measurement("uncommitted_paths", len(changes))),
+            next_actions=[drive.resume_step()],
         )
     try:
         with drive.mirror.lock():
             baseline = drive.mirror.fetch_baseline()
     except WorkspaceError as exc:
         raise Blocked(
-            f"{exc}; fix the room's repository, then run `cairn resume {drive.job.id}`"
+            f"{exc}; fix the room's repository", next_actions=[drive.resume_step()]
         ) from exc
     drive.record(baseline=baseline)
     return Result(
@@ -112,10 +113,15 @@ def _conflict(drive: Drive, paths: list[str]) -> Blocked:
     return Blocked(
         f"the job's changes conflict with the new baseline of {drive.room.base_branch} "
         f"({', '.join(paths[:5]) or 'files git could not merge'}); its workspace was left as "
-        f"it was. `cairn resume {job}` tries again on a fresh baseline; `cairn cancel {job}` "
-        f"and `cairn retry {job}` start anew",
+        "it was; resumed, it tries again on a fresh baseline, cancelled and retried, it starts "
+        f"anew. Change {drive.room.base_branch} so that the job's changes apply",
         # The base branch decides whether the work applies: a resume fetches it again.
         Evidence.of(REPOSITORY_CAUSE, conflicting),
+        next_actions=[
+            drive.resume_step(),
+            NextAction(Action.cancel, job=job),
+            NextAction(Action.retry, job=job),
+        ],
     )
 
 

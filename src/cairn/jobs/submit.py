@@ -11,6 +11,7 @@ from cairn.errors import InvalidState, NotAllowed, UsageError
 from cairn.jobs import run_gate
 from cairn.jobs.access import BINDING_KEY, room_binding
 from cairn.jobs.policy import JOB_KINDS
+from cairn.next_action import Action, NextAction
 from cairn.sanitize import Sanitizer, strip_control
 from cairn.store import effects
 from cairn.store import jobs as job_ledger
@@ -72,7 +73,8 @@ def retry_job(conn: sa.Connection, job_id: int, actor: str) -> Job:
     if not old.status.is_terminal:
         raise InvalidState(
             f"job {job_id} has not ended ({old.status} at {old.stage}); only an ended job can "
-            f"be retried. Cancel it first with `cairn cancel {job_id}` if it should stop"
+            "be retried",
+            next_actions=[NextAction(Action.cancel, job=job_id)],
         )
     request = job_ledger.get_request(conn, old.request_id)
     room = get_room(conn, old.room_id)
@@ -101,7 +103,7 @@ def _member(conn: sa.Connection, room: Room, actor: str) -> User:
     group = get_group(conn, room.group_id)
     if membership(conn, group.id, user.id) is None:
         raise NotAllowed(
-            f"{actor} is not a member of group {group.name}, which owns room {room.name}; "
-            "an admin of the group can add them with `cairn group member add`"
+            f"{actor} is not a member of group {group.name}, which owns room {room.name}",
+            next_actions=[NextAction(Action.add_group_member, group=group.name)],
         )
     return user

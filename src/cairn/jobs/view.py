@@ -1,21 +1,32 @@
-"""What a user sees of a job: the feed message and the detail record."""
+"""What a user sees of a job: the feed message, the list entry and the detail record.
+
+The views are frozen pydantic models, so that each front end (the CLI's `--json` today, the
+HTTP API next) serialises the same shape. Timestamps serialise as `datetime.isoformat()`,
+next actions as their structured JSON form (`{"action": "resume", "job": 3}`).
+"""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
 import sqlalchemy as sa
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
 
 from cairn.engine import digest
+from cairn.next_action import NextAction, to_data
 from cairn.stages import Stage, Status
 from cairn.store import decisions, effects, progress, stage_runs
 from cairn.store import dependency_requests as dep_ledger
 from cairn.store import jobs as job_ledger
-from cairn.store.identity import get_user
 from cairn.store.records import Job, Request
-from cairn.store.rooms import get_room
+from cairn.store.schema import jobs, requests, rooms, users
 from cairn.store.store import installation_of
+
+Timestamp = Annotated[datetime, PlainSerializer(datetime.isoformat, return_type=str)]
+NextActions = Annotated[
+    tuple[NextAction, ...], PlainSerializer(to_data, return_type=list[dict[str, Any]])
+]
 
 _OUTCOME = {
     Status.completed: "Delivered.",
@@ -23,6 +34,105 @@ _OUTCOME = {
     Status.failed: "Failed.",
     Status.cancelled: "Cancelled.",
 }
+
+
+class View(BaseModel):
+    """A read-only view record; one named like a ledger record's fields is read off it."""
+
+    model_config = ConfigDict(frozen=True, from_attributes=True)
+
+
+class JobSummary(View):
+    """The short form of a job, for lists."""
+
+    id: int
+    room: str
+    status: Status
+    stage: Stage
+    request: str
+    requester: str
+    updated_at: Timestamp
+    next: NextActions = ()
+    """What a person can do about the job's block, in order (empty when nothing is asked)."""
+
+
+class Review(View):
+    summary: str
+
+
+class StageRunView(View):
+    name: str = Field(validation_alias="stage")
+    status: str
+    attempt: int
+    started_at: Timestamp
+    ended_at: Timestamp | None
+    recipe_id: str
+    content_id: str | None
+    evidence: dict[str, Any] | None
+    reused: Annotated[bool, BeforeValidator(lambda at: at is not None)] = Field(
+        validation_alias="reused_at"
+    )
+    """Taken from a drive's snapshot (at least once) instead of being run again."""
+
+
+class EventView(View):
+    stage: str
+    status: str
+    at: Timestamp
+
+
+class DecisionView(View):
+    gate: str
+    verdict: str
+    actor: str
+    reason: str | None
+    policy: str | None
+    at: Timestamp
+
+
+class DependencyRequestView(View):
+    id: int
+    ecosystem: str
+    name: str
+    version: str
+    reason: str
+    status: str
+
+
+class EffectView(View):
+    kind: str
+    key: str
+    status: str
+    ref: str | None
+
+
+class UsageView(View):
+    agent_runs: int
+    corrective_runs: int
+    seconds: float
+    input_tokens: int
+    output_tokens: int
+
+
+class JobDetail(JobSummary):
+    """Everything `cairn show` reports; the review only once there is a result to review."""
+
+    kind: str
+    branch: str
+    baseline: str | None
+    result_fingerprint: str | None
+    outcome_id: str
+    retry_of: int | None
+    diagnosis: str | None
+    """What happened and what to fix; what to run next is in `next`."""
+    feed: str
+    review: Review | None
+    stages: tuple[StageRunView, ...]
+    events: tuple[EventView, ...]
+    decisions: tuple[DecisionView, ...]
+    dependency_requests: tuple[DependencyRequestView, ...]
+    effects: tuple[EffectView, ...]
+    usage: UsageView
 
 
 def feed_message(job: Job, request: Request) -> str:
@@ -47,95 +157,70 @@ def outcome_id(job: Job) -> str:
     )
 
 
-def job_summary(conn: sa.Connection, job: Job) -> dict[str, Any]:
-    """The short form of a job, for lists."""
-    request = job_ledger.get_request(conn, job.request_id)
-    return {
-        "id": job.id,
-        "room": get_room(conn, job.room_id).name,
-        "status": job.status.value,
-        "stage": job.stage.value,
-        "request": request.text,
-        "requester": get_user(conn, request.requester_id).name,
-        "updated_at": _iso(job.updated_at),
-    }
+def _summaries(conn: sa.Connection, where: Any) -> list[JobSummary]:
+    """Job summaries in one query: the request, room and requester joined in."""
+    query = (
+        sa.select(
+            jobs.c.id,
+            rooms.c.name.label("room"),
+            jobs.c.status,
+            jobs.c.stage,
+            requests.c.text.label("request"),
+            users.c.name.label("requester"),
+            jobs.c.updated_at,
+            jobs.c.next_actions.label("next"),
+        )
+        .join(requests, requests.c.id == jobs.c.request_id)
+        .join(rooms, rooms.c.id == jobs.c.room_id)
+        .join(users, users.c.id == requests.c.requester_id)
+        .where(where)
+        .order_by(jobs.c.id)
+    )
+    return [JobSummary.model_validate(dict(row._mapping)) for row in conn.execute(query)]
 
 
-def job_detail(conn: sa.Connection, job_id: int) -> dict[str, Any]:
+def job_summaries(conn: sa.Connection, room_id: int | None = None) -> list[JobSummary]:
+    """Every job (or a room's), oldest first, fetched in one query."""
+    return _summaries(conn, sa.true() if room_id is None else jobs.c.room_id == room_id)
+
+
+def job_detail(conn: sa.Connection, job_id: int) -> JobDetail:
     """Everything `cairn show` reports; summaries only appear once there is a result to review."""
     job = job_ledger.get_job(conn, job_id)
+    [summary] = _summaries(conn, jobs.c.id == job_id)
     request = job_ledger.get_request(conn, job.request_id)
     reviewable = job.stage in (Stage.awaiting_review, Stage.delivering) or job.status.is_terminal
-    return job_summary(conn, job) | {
-        "kind": request.kind,
-        "branch": job.branch_in(installation_of(conn)),
-        "baseline": job.baseline,
-        "result_fingerprint": job.result_fingerprint,
-        "outcome_id": outcome_id(job),
-        "retry_of": job.retry_of,
-        "diagnosis": job.diagnosis,
-        "feed": feed_message(job, request),
-        "review": {"summary": job.summary} if reviewable and job.summary else None,
-        "stages": [_stage_run(run) for run in stage_runs.for_job(conn, job.id)],
-        "events": [
-            {"stage": e.stage, "status": e.status, "at": _iso(e.at)}
-            for e in progress.events_for_job(conn, job.id)
-        ],
-        "decisions": [
-            {
-                "gate": d.gate,
-                "verdict": d.verdict,
-                "actor": d.actor,
-                "reason": d.reason,
-                "policy": d.policy,
-                "at": _iso(d.at),
-            }
-            for d in decisions.for_job(conn, job.id)
-        ],
-        "dependency_requests": [
-            {
-                "id": d.id,
-                "ecosystem": d.ecosystem,
-                "name": d.name,
-                "version": d.version,
-                "reason": d.reason,
-                "status": d.status,
-            }
-            for d in dep_ledger.for_job(conn, job.id)
-        ],
-        "effects": [
-            {"kind": e.kind, "key": e.idempotency_key, "status": e.status, "ref": e.external_ref}
+    return JobDetail(
+        **dict(summary),
+        kind=request.kind,
+        branch=job.branch_in(installation_of(conn)),
+        baseline=job.baseline,
+        result_fingerprint=job.result_fingerprint,
+        outcome_id=outcome_id(job),
+        retry_of=job.retry_of,
+        diagnosis=job.diagnosis,
+        feed=feed_message(job, request),
+        review=Review(summary=job.summary) if reviewable and job.summary else None,
+        stages=tuple(map(StageRunView.model_validate, stage_runs.for_job(conn, job.id))),
+        events=tuple(map(EventView.model_validate, progress.events_for_job(conn, job.id))),
+        decisions=tuple(map(DecisionView.model_validate, decisions.for_job(conn, job.id))),
+        dependency_requests=tuple(
+            map(DependencyRequestView.model_validate, dep_ledger.for_job(conn, job.id))
+        ),
+        effects=tuple(
+            EffectView(kind=e.kind, key=e.idempotency_key, status=e.status, ref=e.external_ref)
             for e in effects.for_job(conn, job.id)
-        ],
-        "usage": _usage(conn, job.id),
-    }
+        ),
+        usage=_usage(conn, job.id),
+    )
 
 
-def _stage_run(run: stage_runs.StageRun) -> dict[str, Any]:
-    return {
-        "name": run.stage,
-        "status": run.status,
-        "attempt": run.attempt,
-        "started_at": _iso(run.started_at),
-        "ended_at": _iso(run.ended_at),
-        "recipe_id": run.recipe_id,
-        "content_id": run.content_id,
-        "evidence": run.evidence,
-        # Taken from a drive's snapshot (at least once) instead of being run again.
-        "reused": run.reused_at is not None,
-    }
-
-
-def _usage(conn: sa.Connection, job_id: int) -> dict[str, Any]:
+def _usage(conn: sa.Connection, job_id: int) -> UsageView:
     runs = progress.usage_for_job(conn, job_id)
-    return {
-        "agent_runs": len(runs),
-        "corrective_runs": sum(1 for u in runs if u.run_kind == "corrective"),
-        "seconds": round(sum(u.seconds for u in runs), 3),
-        "input_tokens": sum(u.input_tokens for u in runs),
-        "output_tokens": sum(u.output_tokens for u in runs),
-    }
-
-
-def _iso(at: datetime | None) -> str | None:
-    return at.isoformat() if at else None
+    return UsageView(
+        agent_runs=len(runs),
+        corrective_runs=sum(1 for u in runs if u.run_kind == "corrective"),
+        seconds=round(sum(u.seconds for u in runs), 3),
+        input_tokens=sum(u.input_tokens for u in runs),
+        output_tokens=sum(u.output_tokens for u in runs),
+    )

@@ -11,20 +11,23 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from cairn.errors import StoreError
+from cairn.next_action import Action, NextAction
 
 if TYPE_CHECKING:
     from alembic.config import Config as AlembicConfig
     from alembic.script import ScriptDirectory
 
 MIGRATIONS = Path(__file__).parent / "migrations"
-HEAD_REVISION = "0001"
+HEAD_REVISION = "0002"
 """The newest migration, known without Alembic so that opening an up-to-date store (every
 command) does not import it; a test checks it against Alembic's own head."""
 SQLITE_BUSY_MS = 30_000
 # psycopg 3 is the PostgreSQL driver either way; a plain postgresql:// URL means it too.
 POSTGRES_SCHEMES = ("postgresql:", "postgresql+psycopg:")
 
-NO_STORE = "no cairn store here yet; run `cairn init` first"
+NO_STORE = "no cairn store here yet"
+INIT_FIRST = (NextAction(Action.init),)
+"""What NO_STORE leaves to do: create the store."""
 UNREACHABLE = "cannot reach the store; check CAIRN_DATABASE_URL or --home and try again"
 DAMAGED = (
     "the store file is not a cairn store (it is damaged, or another file took its name); "
@@ -69,7 +72,7 @@ def prepare_sqlite(url: str, *, create: bool) -> None:
         return
     if not path.exists():
         if not create:
-            raise StoreError(NO_STORE)
+            raise StoreError(NO_STORE, next_actions=INIT_FIRST)
         _create_private(path)
         return
     try:

@@ -10,6 +10,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from cairn.errors import NotFound, UsageError
+from cairn.next_action import Action, NextAction
 from cairn.store.records import Group, Membership, User
 from cairn.store.schema import groups, memberships, users, utcnow
 
@@ -60,7 +61,7 @@ def get_user(conn: sa.Connection, key: int | str) -> User:
     where = users.c.id == key if isinstance(key, int) else _named(users.c.name, key)
     row = conn.execute(sa.select(users).where(where)).first()
     if row is None:
-        raise NotFound(f"no user {key!r}; `cairn user add NAME` creates one")
+        raise NotFound(f"no user {key!r}", next_actions=[NextAction(Action.add_user)])
     return User.from_row(row)
 
 
@@ -80,7 +81,7 @@ def issue_token(conn: sa.Connection, user_id: int) -> str:
         sa.update(users).where(users.c.id == user_id).values(token_hash=hash_token(token))
     )
     if updated.rowcount != 1:
-        raise NotFound(f"no user {user_id!r}; `cairn user add NAME` creates one")
+        raise NotFound(f"no user {user_id!r}", next_actions=[NextAction(Action.add_user)])
     return token
 
 
@@ -114,7 +115,7 @@ def get_group(conn: sa.Connection, key: int | str) -> Group:
     where = groups.c.id == key if isinstance(key, int) else _named(groups.c.name, key)
     row = conn.execute(sa.select(groups).where(where)).first()
     if row is None:
-        raise NotFound(f"no group {key!r}; `cairn group add NAME` creates one")
+        raise NotFound(f"no group {key!r}", next_actions=[NextAction(Action.add_group)])
     return Group.from_row(row)
 
 
@@ -126,7 +127,7 @@ def set_policy(conn: sa.Connection, group_id: int, policy: dict[str, Any]) -> Gr
     """Replace the group's policy (callers record the change as a decision)."""
     updated = conn.execute(sa.update(groups).where(groups.c.id == group_id).values(policy=policy))
     if updated.rowcount != 1:
-        raise NotFound(f"no group {group_id!r}; `cairn group add NAME` creates one")
+        raise NotFound(f"no group {group_id!r}", next_actions=[NextAction(Action.add_group)])
     return get_group(conn, group_id)
 
 

@@ -7,6 +7,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from cairn.errors import InvalidState, NotFound
+from cairn.next_action import Action, NextAction
 from cairn.stages import Stage, Status
 from cairn.store.records import Job, Request
 from cairn.store.schema import events, jobs, requests, utcnow
@@ -26,7 +27,8 @@ def submit(
     """Record the request and its job, queued for the run gate."""
     now = utcnow()
     request_id = conn.execute(
-        sa.insert(requests).values(
+        sa.insert(requests)
+        .values(
             room_id=room_id,
             requester_id=requester_id,
             kind=kind,
@@ -35,9 +37,11 @@ def submit(
             scope=scope,
             created_at=now,
         )
-    ).inserted_primary_key[0]
+        .returning(requests.c.id)
+    ).scalar_one()
     job_id = conn.execute(
-        sa.insert(jobs).values(
+        sa.insert(jobs)
+        .values(
             request_id=request_id,
             room_id=room_id,
             retry_of=retry_of,
@@ -47,7 +51,8 @@ def submit(
             created_at=now,
             updated_at=now,
         )
-    ).inserted_primary_key[0]
+        .returning(jobs.c.id)
+    ).scalar_one()
     conn.execute(
         sa.insert(events).values(
             job_id=job_id, stage=Stage.queued.value, status=Status.queued.value, at=now
@@ -57,9 +62,10 @@ def submit(
 
 
 def get_job(conn: sa.Connection, job_id: int) -> Job:
+    """The job with this id; NotFound when there is none."""
     row = conn.execute(sa.select(jobs).where(jobs.c.id == job_id)).first()
     if row is None:
-        raise NotFound(f"no job {job_id}; `cairn jobs` lists the jobs there are")
+        raise _no_job(job_id)
     return Job.from_row(row)
 
 
@@ -67,8 +73,12 @@ def lock_job(conn: sa.Connection, job_id: int) -> Job:
     """Read the job and hold its row until the transaction ends (PostgreSQL; SQLite is serial)."""
     row = conn.execute(sa.select(jobs).where(jobs.c.id == job_id).with_for_update()).first()
     if row is None:
-        raise NotFound(f"no job {job_id}; `cairn jobs` lists the jobs there are")
+        raise _no_job(job_id)
     return Job.from_row(row)
+
+
+def _no_job(job_id: int) -> NotFound:
+    return NotFound(f"no job {job_id}", next_actions=[NextAction(Action.list_jobs)])
 
 
 def get_request(conn: sa.Connection, request_id: int) -> Request:
@@ -79,6 +89,7 @@ def get_request(conn: sa.Connection, request_id: int) -> Request:
 
 
 def list_jobs(conn: sa.Connection, room_id: int | None = None) -> list[Job]:
+    """Every job (or a room's), oldest first."""
     query = sa.select(jobs).order_by(jobs.c.id)
     if room_id is not None:
         query = query.where(jobs.c.room_id == room_id)
@@ -90,7 +101,8 @@ def transition(conn: sa.Connection, job: Job, stage: Stage, status: Status, **fi
 
     Compare-and-set: if the job moved meanwhile (another decision, another runner), nothing
     changes and InvalidState says so. Leaving the running status also gives up the lease.
-    A diagnosis belongs to the state it explains: a move clears it unless it brings its own.
+    A diagnosis belongs to the state it explains: a move clears it (and its next actions)
+    unless it brings its own.
     """
     now = utcnow()
     moves = (stage, status) != (job.stage, job.status)
@@ -98,7 +110,7 @@ def transition(conn: sa.Connection, job: Job, stage: Stage, status: Status, **fi
     if status is not Status.running:
         values |= {"lease_owner": None, "lease_expires_at": None}
     if moves:
-        values["diagnosis"] = None
+        values |= {"diagnosis": None, "next_actions": ()}
     values |= fields
     moved = conn.execute(
         sa.update(jobs)
@@ -111,8 +123,8 @@ def transition(conn: sa.Connection, job: Job, stage: Stage, status: Status, **fi
     )
     if moved.rowcount != 1:
         raise InvalidState(
-            f"job {job.id} changed while this was being decided; look at it again with "
-            f"`cairn show {job.id}`"
+            f"job {job.id} changed while this was being decided",
+            next_actions=[NextAction(Action.show, job=job.id)],
         )
     if moves:
         conn.execute(

@@ -8,6 +8,7 @@ from typing import Any, Self
 
 from cairn.engine.effects import EffectStatus
 from cairn.engine.ledger import RunStatus
+from cairn.next_action import NextAction
 from cairn.stages import Gate, Stage, Status, Verdict
 
 
@@ -88,6 +89,7 @@ class Job(Record):
     fencing_token: int
     created_at: datetime
     updated_at: datetime
+    next_actions: tuple[NextAction, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stage", Stage(self.stage))

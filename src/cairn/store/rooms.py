@@ -7,6 +7,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from cairn.errors import NotFound, UsageError
+from cairn.next_action import Action, NextAction
 from cairn.store.identity import _check_name
 from cairn.store.records import Room
 from cairn.store.schema import rooms, utcnow
@@ -26,8 +27,9 @@ def create_room(
     _check_name(name, "room")
     if conn.execute(sa.select(rooms.c.id).where(rooms.c.name == name)).first():
         raise UsageError(f"room {name!r} already exists; pick another name")
-    result = conn.execute(
-        sa.insert(rooms).values(
+    room_id = conn.execute(
+        sa.insert(rooms)
+        .values(
             name=name,
             group_id=group_id,
             repo=repo,
@@ -36,15 +38,16 @@ def create_room(
             scope=dict(scope or {}),
             created_at=utcnow(),
         )
-    )
-    return get_room(conn, result.inserted_primary_key[0])
+        .returning(rooms.c.id)
+    ).scalar_one()
+    return get_room(conn, room_id)
 
 
 def get_room(conn: sa.Connection, key: int | str) -> Room:
     column = rooms.c.id if isinstance(key, int) else rooms.c.name
     row = conn.execute(sa.select(rooms).where(column == key)).first()
     if row is None:
-        raise NotFound(f"no room {key!r}; `cairn room create` makes one")
+        raise NotFound(f"no room {key!r}", next_actions=[NextAction(Action.create_room)])
     return Room.from_row(row)
 
 
@@ -58,5 +61,5 @@ def rebind_room(conn: sa.Connection, room_id: int, *, repo: str, base_branch: st
         sa.update(rooms).where(rooms.c.id == room_id).values(repo=repo, base_branch=base_branch)
     )
     if updated.rowcount != 1:
-        raise NotFound(f"no room {room_id!r}; `cairn room create` makes one")
+        raise NotFound(f"no room {room_id!r}", next_actions=[NextAction(Action.create_room)])
     return get_room(conn, room_id)

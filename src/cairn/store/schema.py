@@ -8,6 +8,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 
+from cairn.next_action import NextAction, from_data, to_data
+
 metadata = sa.MetaData(
     naming_convention={
         "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -35,7 +37,21 @@ class UTCDateTime(sa.TypeDecorator[datetime]):
     def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
         if value is None:
             return None
+        assert isinstance(value, datetime)
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class NextActions(sa.TypeDecorator[tuple[NextAction, ...]]):
+    """A job's next actions, stored as their JSON list; NULL (rows before 0002) reads as none."""
+
+    impl = sa.JSON
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> Any:
+        return to_data(value or ())
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> tuple[NextAction, ...]:
+        return from_data(value)
 
 
 def utcnow() -> datetime:
@@ -130,6 +146,8 @@ jobs = sa.Table(
     sa.Column("result_fingerprint", sa.String(64)),
     sa.Column("summary", sa.Text),
     sa.Column("diagnosis", sa.Text),
+    # What a person can do about the state the diagnosis explains, rendered by each front end.
+    sa.Column("next_actions", NextActions),
     sa.Column("lease_owner", sa.String(128)),
     sa.Column("lease_expires_at", UTCDateTime),
     sa.Column("fencing_token", sa.Integer, nullable=False, server_default="0"),

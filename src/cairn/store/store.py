@@ -101,7 +101,7 @@ def _migrate(engine: Engine, *, create: bool) -> None:
     if current == database.HEAD_REVISION:
         return
     if current is None and not create:
-        raise StoreError(database.NO_STORE)
+        raise StoreError(database.NO_STORE, next_actions=database.INIT_FIRST)
     if current is not None and not database.is_known_revision(current):
         raise StoreError("this store was written by a newer cairn; upgrade cairn to open it")
     if current != database.head_revision():

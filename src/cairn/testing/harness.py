@@ -80,9 +80,9 @@ class Cairn:
             return job_ledger.get_job(conn, job_id)
 
     def detail(self, job_id: int) -> dict[str, Any]:
-        """What `cairn show` shows of the job."""
+        """The job's detail view in its JSON form (what `cairn show --json` builds on)."""
         with self.store.begin() as conn:
-            return job_detail(conn, job_id)
+            return job_detail(conn, job_id).model_dump(mode="json")
 
     def approve(self, job_id: int, actor: str = "admin") -> Job:
         """Approve the gate the job waits at, as `actor`."""
