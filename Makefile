@@ -32,11 +32,13 @@ demo: demo-tools $(STAMP)
 test: test-tools $(STAMP)
 	$(BIN)/ruff check src tests examples benchmarks
 	$(BIN)/ruff format --check src tests examples benchmarks
+	$(BIN)/mypy --strict src/cairn
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests examples benchmarks
 	$(BIN)/ruff format --check src tests examples benchmarks
+	$(BIN)/mypy --strict src/cairn
 
 format: $(STAMP)
 	$(BIN)/ruff format src tests examples benchmarks

@@ -27,7 +27,15 @@ except SystemExit:
     pass
 print(json.dumps(sorted(sys.modules)), file=sys.stderr)
 """
-HEAVY_FOR_HELP = ("sqlalchemy", "alembic", "pydantic", "rich", "yaml", "psycopg")
+HEAVY_FOR_HELP = (
+    "sqlalchemy",
+    "alembic",
+    "pydantic",
+    "pydantic_settings",
+    "rich",
+    "yaml",
+    "psycopg",
+)
 
 
 def loaded(args: list[str], env: dict[str, str]) -> set[str]:

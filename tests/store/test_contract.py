@@ -24,7 +24,7 @@ from cairn.store import dependency_requests as dependency_ledger
 from cairn.store import effects as effect_ledger
 from cairn.store import jobs as job_ledger
 from cairn.store import stage_runs as stage_run_ledger
-from cairn.store.records import Decision, Job, Room, User
+from cairn.store.records import Decision, Job, RequestStatus, Room, User
 from cairn.store.schema import contexts, decisions, effects, memberships
 
 AGENT = {"adapter": "script", "model": None, "settings": {"steps": [1, 2, {"x": "y"}]}}
@@ -746,7 +746,7 @@ def test_dependency_request_is_pending_until_decided(store: Store) -> None:
         decision = decision_ledger.append(
             conn, job_id=one.id, gate="dependency", verdict="approved", actor="admin"
         )
-        dependency_ledger.decide(conn, asked.id, dependency_ledger.APPROVED, decision.id)
+        dependency_ledger.decide(conn, asked.id, RequestStatus.approved, decision.id)
         mine = dependency_ledger.for_job(conn, one.id)
     assert (asked.status, asked.decision_id) == ("pending", None)
     assert [(d.name, d.version, d.status) for d in mine] == [

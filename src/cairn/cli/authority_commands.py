@@ -106,7 +106,7 @@ def user_list(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
     from cairn.store import identity
 
     with session(ctx).store() as store, store.begin() as conn:
-        rows = [
+        rows: list[dict[str, Any]] = [
             {
                 "name": user.name,
                 "groups": {g.name: role for g, role in identity.memberships_of(conn, user.id)},

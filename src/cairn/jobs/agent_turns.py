@@ -21,6 +21,7 @@ from cairn.stages import Stage
 from cairn.store import decisions, progress, stage_runs
 from cairn.store import dependency_requests as dep_ledger
 from cairn.store import jobs as job_ledger
+from cairn.store.records import RequestStatus
 
 MAX_ATTEMPTS = 3
 CORRECTIVE_NOTE = (
@@ -163,9 +164,9 @@ def _tell_dependency_decision(drive: Drive) -> None:
         return
     latest = asked[-1]
     what = label(latest.ecosystem, latest.name, latest.version)
-    if latest.status == dep_ledger.PENDING:
+    if latest.status == RequestStatus.pending:
         _await_decision(drive, latest.ecosystem, what)  # asked before a crash or a block
-    if latest.status == dep_ledger.APPROVED:
+    if latest.status == RequestStatus.approved:
         drive.move(Stage.installing_dependency)
         note = install_approved(drive, latest)
     else:

@@ -30,7 +30,7 @@ from cairn.store import decisions
 from cairn.store import dependency_requests as dep_ledger
 from cairn.store import jobs as job_ledger
 from cairn.store.identity import get_group, get_user, membership
-from cairn.store.records import Group, Job, Request
+from cairn.store.records import Group, Job, Request, RequestStatus
 from cairn.store.rooms import get_room
 
 GATE_AT = {
@@ -79,7 +79,7 @@ def approve(
     )
     if gate is Gate.dependency:
         pending = dep_ledger.latest(conn, job.id)
-        dep_ledger.decide(conn, pending.id, dep_ledger.APPROVED, decision.id)
+        dep_ledger.decide(conn, pending.id, RequestStatus.approved, decision.id)
     return job_ledger.transition(conn, job, job.stage, Status.queued)
 
 
@@ -112,7 +112,7 @@ def reject(
     if gate is Gate.dependency:
         # The agent is told, in its own context, and may go on without the package.
         pending = dep_ledger.latest(conn, job.id)
-        dep_ledger.decide(conn, pending.id, dep_ledger.REJECTED, decision.id)
+        dep_ledger.decide(conn, pending.id, RequestStatus.rejected, decision.id)
         return job_ledger.transition(conn, job, job.stage, Status.queued)
     diagnosis = (sanitizer or Sanitizer()).clean(f"rejected at the {gate} gate: {reason}")
     return job_ledger.transition(conn, job, Stage.rejected, Status.rejected, diagnosis=diagnosis)
@@ -208,7 +208,7 @@ def _requester_or_admin(conn: sa.Connection, job: Job, actor: str, what: str) ->
 def _gate_decided(conn: sa.Connection, job: Job, gate: Gate) -> bool:
     """Whether the gate the job stands at was passed (so a runner, not a person, goes next)."""
     if gate is Gate.dependency:
-        return dep_ledger.latest(conn, job.id).status != dep_ledger.PENDING
+        return dep_ledger.latest(conn, job.id).status != RequestStatus.pending
     passed = {Verdict.approved.value, Verdict.auto.value}
     return any(d.gate == gate and d.verdict in passed for d in decisions.for_job(conn, job.id))
 

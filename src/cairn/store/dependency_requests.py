@@ -4,34 +4,34 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from cairn.store.records import DependencyRequest
+from cairn.store.records import DependencyRequest, RequestStatus
 from cairn.store.schema import dependency_requests, utcnow
-
-PENDING, APPROVED, REJECTED = "pending", "approved", "rejected"
 
 
 def add(
     conn: sa.Connection, job_id: int, *, ecosystem: str, name: str, version: str, reason: str
 ) -> DependencyRequest:
-    result = conn.execute(
-        sa.insert(dependency_requests).values(
+    request_id = conn.execute(
+        sa.insert(dependency_requests)
+        .values(
             job_id=job_id,
             ecosystem=ecosystem,
             name=name,
             version=version,
             reason=reason,
-            status=PENDING,
+            status=RequestStatus.pending.value,
             created_at=utcnow(),
         )
-    )
-    return get(conn, result.inserted_primary_key[0])
+        .returning(dependency_requests.c.id)
+    ).scalar_one()
+    return get(conn, request_id)
 
 
-def decide(conn: sa.Connection, request_id: int, status: str, decision_id: int) -> None:
+def decide(conn: sa.Connection, request_id: int, status: RequestStatus, decision_id: int) -> None:
     conn.execute(
         sa.update(dependency_requests)
         .where(dependency_requests.c.id == request_id)
-        .values(status=status, decision_id=decision_id)
+        .values(status=status.value, decision_id=decision_id)
     )
 
 

@@ -48,8 +48,10 @@ def add_user(conn: sa.Connection, name: str) -> User:
         raise UsageError(f"{name!r} is reserved for cairn's own decisions; pick another name")
     if find_user(conn, name) is not None:
         raise UsageError(f"user {name!r} already exists; pick another name")
-    result = conn.execute(sa.insert(users).values(name=name, created_at=utcnow()))
-    return get_user(conn, result.inserted_primary_key[0])
+    user_id = conn.execute(
+        sa.insert(users).values(name=name, created_at=utcnow()).returning(users.c.id)
+    ).scalar_one()
+    return get_user(conn, user_id)
 
 
 def find_user(conn: sa.Connection, name: str) -> User | None:
@@ -107,8 +109,8 @@ def add_group(conn: sa.Connection, name: str, policy: dict[str, Any] | None = No
         "policy": dict(DEFAULT_POLICY if policy is None else policy),
         "created_at": utcnow(),
     }
-    result = conn.execute(sa.insert(groups).values(**values))
-    return get_group(conn, result.inserted_primary_key[0])
+    group_id = conn.execute(sa.insert(groups).values(**values).returning(groups.c.id)).scalar_one()
+    return get_group(conn, group_id)
 
 
 def get_group(conn: sa.Connection, key: int | str) -> Group:

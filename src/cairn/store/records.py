@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import datetime
+from enum import StrEnum
 from typing import Any, Self
 
 from cairn.engine.effects import EffectStatus
@@ -140,6 +141,17 @@ class Decision(Record):
         object.__setattr__(self, "verdict", Verdict(self.verdict))
 
 
+class RequestStatus(StrEnum):
+    """Where an agent's ask for one package version stands."""
+
+    pending = "pending"
+    """Asked; no person (or policy) has decided yet."""
+    approved = "approved"
+    """Approved: the job installs exactly that version."""
+    rejected = "rejected"
+    """Refused: the agent is told, and goes on without it."""
+
+
 @dataclasses.dataclass(frozen=True)
 class DependencyRequest(Record):
     id: int
@@ -148,9 +160,12 @@ class DependencyRequest(Record):
     name: str
     version: str
     reason: str
-    status: str
+    status: RequestStatus
     decision_id: int | None
     created_at: datetime
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", RequestStatus(self.status))
 
 
 @dataclasses.dataclass(frozen=True)

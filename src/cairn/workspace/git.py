@@ -232,7 +232,7 @@ def _run(
             env=environ,
             input=input,
             # Without input, none at all: nothing git starts may wait on cairn's own stdin.
-            **({} if input is not None else {"stdin": subprocess.DEVNULL}),
+            stdin=None if input is not None else subprocess.DEVNULL,
             capture_output=True,
             text=True,
             # Paths git prints may not be UTF-8; keep their bytes round-trippable.
