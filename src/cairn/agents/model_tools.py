@@ -206,10 +206,13 @@ def summary_repair_tools() -> list[dict[str, Any]]:
 def parse_tool_call(
     call_id: str,
     name: str,
-    arguments: str | dict[str, Any],
+    arguments: object,
     offered: Sequence[ToolName] = ALL_TOOLS,
 ) -> ToolCall | CallProblem:
-    """An OpenAI tool call (name, JSON arguments) as a `ToolCall`, or what the model got wrong."""
+    """An OpenAI tool call (name, JSON arguments) as a `ToolCall`, or what the model got wrong.
+
+    `arguments` is the JSON text of the call, or an object already decoded (a text call's).
+    """
     if name not in {tool.value for tool in offered}:
         names = ", ".join(tool.value for tool in offered)
         message = f"unknown tool {_echo(name)}; the tools are: {names}"
