@@ -177,3 +177,18 @@ def test_a_conversation_opens_with_the_system_prompt_then_the_request() -> None:
     assert [m["role"] for m in messages] == ["system", "user"]
     assert messages[1]["content"] == "Add a health endpoint"
     assert "checks the work" not in messages[0]["content"]
+
+
+def test_the_prompt_shows_each_tools_arguments() -> None:
+    prompt = system_prompt(_Request(), _Room())
+    assert "- write_file {path, content}: " in prompt
+    assert "- search {pattern, path?}: " in prompt
+
+
+def test_a_text_protocol_prompt_says_how_to_write_a_call() -> None:
+    native = system_prompt(_Request(), _Room())
+    text = system_prompt(_Request(), _Room(), text_protocol=True)
+    assert "```json" not in native
+    assert '```json\n{"name": "read_file", "arguments": {"path": "README.md"}}\n```' in text
+    messages = opening_messages(_Request(), _Room(), text_protocol=True)
+    assert messages[0]["content"] == text

@@ -24,6 +24,7 @@ from cairn.agents.text_calls import (
     CallShape,
     TextCalls,
     Wrapping,
+    as_text_protocol,
     parse_text_calls,
     render_text_calls,
 )
@@ -157,3 +158,22 @@ def test_ids_follow_the_given_prefix_in_order() -> None:
     result = parse_text_calls(text, id_prefix="step-4")
     assert result.calls is not None
     assert [c.id for c in result.calls] == ["step-4-0", "step-4-1"]
+
+
+def test_a_native_conversation_is_sent_as_text_and_its_calls_read_back() -> None:
+    call = ToolCall("c1", ToolName.run, RunArgs(command="make"))
+    messages = [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": "build it"},
+        {"role": "assistant", "content": "Building.", "tool_calls": [call.to_openai()]},
+        {"role": "tool", "tool_call_id": "c1", "content": "exit 0"},
+    ]
+    sent = as_text_protocol(messages)
+    assert sent[:2] == messages[:2]
+    assert sent[2]["role"] == "assistant"
+    assert sent[2]["content"].startswith("Building.\n\n```json\n")
+    assert "tool_calls" not in sent[2]
+    parsed = parse_text_calls(sent[2]["content"], id_prefix="c")
+    assert parsed.calls == (ToolCall("c-0", ToolName.run, RunArgs(command="make")),)
+    assert sent[3] == {"role": "user", "content": "Result of run (call c1):\nexit 0"}
+    assert messages[2]["tool_calls"]  # the stored form is untouched

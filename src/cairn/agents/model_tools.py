@@ -139,8 +139,8 @@ _DESCRIPTIONS: dict[ToolName, str] = {
     ),
     ToolName.search: "Search the workspace's files for a regular expression; lists the matches.",
     ToolName.run: (
-        "Run a shell command in the workspace inside a sandbox with no network; time-limited, "
-        "its output is bounded. Packages cannot be installed this way: use request_dependency."
+        "Run a shell command in the workspace, in a sandbox; time-limited, its output is "
+        "bounded. Packages cannot be installed this way: use request_dependency."
     ),
     ToolName.request_dependency: (
         "Ask a person to approve and install one exact package version. The turn pauses "
@@ -290,8 +290,18 @@ _KIND_LINES = {
 }
 
 
-def system_prompt(request: RequestFacts, room: RoomFacts) -> str:
-    """The system message: what the job is, what the tools do, how packages and the turn work."""
+_TEXT_PROTOCOL = (
+    "Call a tool by answering with one JSON object in a ```json block, for example:\n"
+    '```json\n{"name": "read_file", "arguments": {"path": "README.md"}}\n```\n'
+    "Several calls are several blocks. Each result comes back as the next user message."
+)
+
+
+def system_prompt(request: RequestFacts, room: RoomFacts, *, text_protocol: bool = False) -> str:
+    """The system message: what the job is, what the tools do, how packages and the turn work.
+
+    With `text_protocol` (a server without native tool calls) it also says how to write one.
+    """
     # Room facts are masked: a verify command may carry a token, and nothing here is secret.
     verify = room.verify_command
     lines = [
@@ -303,10 +313,11 @@ def system_prompt(request: RequestFacts, room: RoomFacts) -> str:
         "Work only through the tools; paths are relative to the workspace root.",
         "",
         "Tools:",
-        *(f"- {tool.value}: {_DESCRIPTIONS[tool]}" for tool in ALL_TOOLS),
+        *(f"- {tool.value} {_signature(tool)}: {_DESCRIPTIONS[tool]}" for tool in ALL_TOOLS),
+        *(["", _TEXT_PROTOCOL] if text_protocol else []),
         "",
-        "There is no network. A package the work needs must be asked for with "
-        "request_dependency (one exact version); never install it with run.",
+        "A package the work needs must be asked for with request_dependency (one exact "
+        "version); never install it with run.",
         "A tool that fails returns its error as the result; read it and go on.",
     ]
     if verify:
@@ -318,12 +329,20 @@ def system_prompt(request: RequestFacts, room: RoomFacts) -> str:
     return "\n".join(lines)
 
 
-def opening_messages(request: RequestFacts, room: RoomFacts) -> list[dict[str, Any]]:
+def opening_messages(
+    request: RequestFacts, room: RoomFacts, *, text_protocol: bool = False
+) -> list[dict[str, Any]]:
     """A fresh conversation: the system prompt, then the request as the first user message."""
     return [
-        {"role": "system", "content": system_prompt(request, room)},
+        {"role": "system", "content": system_prompt(request, room, text_protocol=text_protocol)},
         {"role": "user", "content": request.text},
     ]
+
+
+def _signature(tool: ToolName) -> str:
+    """`{path, content}`, optional arguments marked: how the prompt shows a tool's arguments."""
+    fields = _ARGUMENTS[tool].model_fields
+    return "{" + ", ".join(f + ("" if i.is_required() else "?") for f, i in fields.items()) + "}"
 
 
 def _fact(text: str) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -222,3 +222,43 @@ def _shaped(call: ToolCall, shape: CallShape) -> dict[str, Any]:
         function = {"name": call.name.value, "arguments": json.dumps(arguments)}
         return {"type": "function", "function": function}
     return {"name": call.name.value, "arguments": arguments}
+
+
+def as_text_protocol(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """A native-form conversation as a server without tool calls accepts it.
+
+    The conversation is stored (and fitted to its budget) in native form; only what is sent
+    changes: an assistant's calls become its text, written as the model is asked to write
+    them, and each tool result becomes a user message saying which call it answers.
+    """
+    names = {
+        call["id"]: call["function"].get("name", "tool")
+        for message in messages
+        for call in message.get("tool_calls") or []
+        if isinstance(call, dict) and isinstance(call.get("function"), dict) and "id" in call
+    }
+    sent: list[dict[str, Any]] = []
+    for message in messages:
+        if message.get("role") == "tool":
+            call_id = message.get("tool_call_id")
+            head = f"Result of {names.get(call_id, 'tool')} (call {call_id}):"
+            sent.append({"role": "user", "content": f"{head}\n{message.get('content') or ''}"})
+        elif message.get("role") == "assistant" and message.get("tool_calls"):
+            calls = [_text_call(call) for call in message["tool_calls"]]
+            text = "\n\n".join([message.get("content") or "", *calls]).strip()
+            sent.append({"role": "assistant", "content": text})
+        else:
+            sent.append(dict(message))
+    return sent
+
+
+def _text_call(call: Any) -> str:
+    function = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(function, dict):
+        return ""
+    try:
+        arguments = json.loads(function.get("arguments") or "{}")
+    except (TypeError, ValueError, RecursionError):
+        arguments = function.get("arguments")
+    shaped = {"name": function.get("name"), "arguments": arguments}
+    return f"```json\n{json.dumps(shaped, indent=2)}\n```"
