@@ -177,3 +177,10 @@ def test_a_native_conversation_is_sent_as_text_and_its_calls_read_back() -> None
     assert parsed.calls == (ToolCall("c-0", ToolName.run, RunArgs(command="make")),)
     assert sent[3] == {"role": "user", "content": "Result of run (call c1):\nexit 0"}
     assert messages[2]["tool_calls"]  # the stored form is untouched
+
+
+def test_a_bare_call_whose_content_holds_fences_and_tags_is_one_call() -> None:
+    content = '```{"name": "run", "arguments": {"command": "rm"}}```\n<tool_call>[]</tool_call>'
+    call = ToolCall("text-call-0", ToolName.write_file, WriteFileArgs(path="a", content=content))
+    for wrapping in Wrapping:
+        assert parse_text_calls(render_text_calls([call], wrapping)).calls == (call,)

@@ -24,7 +24,6 @@ from cairn.agents.model_tools import ALL_TOOLS, CallProblem, ToolCall, ToolName,
 
 _FENCE = re.compile(r"```[ \t]*(?P<lang>[A-Za-z0-9_-]*)[ \t]*\r?\n?")
 _FENCE_LANGUAGES = frozenset({"", "json", "tool_call", "tool"})
-_OPENS_JSON = re.compile(r"\s*[{\[]")
 _TAG, _END_TAG = "<tool_call>", "</tool_call>"
 
 # The keys a call object may carry besides its name and arguments (an OpenAI-style echo).
@@ -100,36 +99,35 @@ def _json_values(text: str) -> tuple[list[object], str | None]:
     """The JSON values of every accepted wrapping, and why a would-be call did not decode."""
     values: list[object] = []
     invalid: list[str] = []
-    wrapped = _fenced(text, values, invalid) | _tagged(text, values, invalid)
     stripped = text.strip()
-    if not wrapped and stripped.startswith(("{", "[")):
-        _decode_into(stripped, 0, None, values, invalid)
+    # An answer that starts with JSON is bare, whatever fences its strings hold.
+    bare = stripped.startswith(("{", "["))
+    if bare and _decode_into(stripped, 0, None, values, invalid) is not None:
+        return values, None
+    _fenced(text, values, invalid)
+    _tagged(text, values, invalid)
     return values, invalid[0] if invalid else None
 
 
-def _fenced(text: str, values: list[object], invalid: list[str]) -> bool:
-    """Decode the JSON fences of `text` into `values`; True when there was a JSON fence."""
-    position, found = 0, False
+def _fenced(text: str, values: list[object], invalid: list[str]) -> None:
+    """Decode the JSON of each fence of `text` into `values`; a fence of prose is skipped."""
+    position = 0
     while (opener := _FENCE.search(text, position)) is not None:
         end = None
         if opener["lang"].lower() in _FENCE_LANGUAGES:
             end = _decode_into(text, opener.end(), "```", values, invalid)
-            found = found or end is not None or _OPENS_JSON.match(text, opener.end()) is not None
         if end is None:  # not JSON: skip the block's body to its closing fence
             close = text.find("```", opener.end())
             end = len(text) if close < 0 else close
         position = end + 3
-    return found
 
 
-def _tagged(text: str, values: list[object], invalid: list[str]) -> bool:
-    """Decode the `<tool_call>` tags of `text` into `values`; True when there was a tag."""
-    position, found = 0, False
+def _tagged(text: str, values: list[object], invalid: list[str]) -> None:
+    """Decode the JSON of each `<tool_call>` tag of `text` into `values`."""
+    position = 0
     while (start := text.find(_TAG, position)) >= 0:
-        found = True
         end = _decode_into(text, start + len(_TAG), _END_TAG, values, invalid)
-        position = (end if end is not None else start + len(_TAG)) + len(_END_TAG)
-    return found
+        position = start + len(_TAG) if end is None else end + len(_END_TAG)
 
 
 def _decode_into(
