@@ -302,7 +302,7 @@ def system_prompt(request: RequestFacts, room: RoomFacts, *, text_protocol: bool
 
     With `text_protocol` (a server without native tool calls) it also says how to write one.
     """
-    # Room facts are masked: a verify command may carry a token, and nothing here is secret.
+    # Masked: a verify command may carry a token, and the prompt must carry none.
     verify = room.verify_command
     lines = [
         "You are a coding agent working in a git checkout of the repository of room "
@@ -332,7 +332,10 @@ def system_prompt(request: RequestFacts, room: RoomFacts, *, text_protocol: bool
 def opening_messages(
     request: RequestFacts, room: RoomFacts, *, text_protocol: bool = False
 ) -> list[dict[str, Any]]:
-    """A fresh conversation: the system prompt, then the request as the first user message."""
+    """A fresh conversation: the system prompt, then the request as the first user message.
+
+    The request text goes as stored: submit sanitized it once, and the model sees that copy.
+    """
     return [
         {"role": "system", "content": system_prompt(request, room, text_protocol=text_protocol)},
         {"role": "user", "content": request.text},
