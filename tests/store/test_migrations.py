@@ -13,10 +13,10 @@ from alembic.runtime.migration import MigrationContext
 from cairn.errors import StoreError
 from cairn.next_action import Action, NextAction
 from cairn.stages import Status
-from cairn.store import Store, database, identity, rooms
+from cairn.store import Store, context_steps, contexts, database, identity, leases, rooms
 from cairn.store import jobs as job_ledger
 from cairn.store.database import make_engine
-from cairn.store.records import Job
+from cairn.store.records import Job, StepKind
 from cairn.store.schema import metadata
 
 
@@ -158,6 +158,39 @@ def test_a_0001_store_upgrades_to_jobs_with_no_next_actions_and_their_diagnosis_
         # The structured JSON form (PostgreSQL's driver decodes JSON itself, SQLite's not).
         as_stored = json.loads(stored) if isinstance(stored, str) else stored
         assert as_stored == [{"action": "resume", "job": job.id}]
+    finally:
+        upgraded.close()
+
+
+def test_a_0002_store_upgrades_to_an_empty_conversation_ledger_and_keeps_agent_state(
+    store_url: str,
+) -> None:
+    from alembic import command
+
+    store = Store.open(store_url, create=True)
+    try:
+        with store.begin() as conn:
+            job = _a_job(conn)
+            contexts.save(conn, job.id, "script", {"position": 3})
+        with store.engine.begin() as conn:
+            command.downgrade(database._alembic_config(conn), "0002")
+        assert database.current_revision(store.engine) == "0002"
+        with store.engine.connect() as conn:
+            assert not sa.inspect(conn).has_table("context_steps")
+    finally:
+        store.close()
+    upgraded = Store.open(store_url)
+    try:
+        assert database.current_revision(upgraded.engine) == database.HEAD_REVISION
+        with upgraded.begin() as conn:
+            assert contexts.load(conn, job.id) == {"position": 3}
+            assert context_steps.steps(conn, job.id) == []
+            claimed = leases.claim(conn, "runner", 60)
+            assert claimed is not None
+            step = context_steps.append(
+                conn, job.id, claimed.fencing_token, 1, StepKind.request, {"content": "t"}
+            )
+        assert (step.seq, step.kind) == (1, StepKind.request)
     finally:
         upgraded.close()
 
