@@ -120,15 +120,12 @@ def _insert(
         "at": utcnow(),
     }
     try:
-        result = conn.execute(sa.insert(context_steps).values(**values))
+        # RETURNING hands back the row as stored (its payload JSON-decoded, as a load sees it).
+        row = conn.execute(sa.insert(context_steps).values(**values).returning(context_steps)).one()
     except sa.exc.IntegrityError:
         # Only reachable if the lease check were bypassed: the unique (job_id, seq) still holds.
         raise ContextConflict(
             f"step {seq} of job {job_id}'s conversation was saved by another writer; "
             "reload the conversation and continue from its last saved step"
         ) from None
-    key = result.inserted_primary_key
-    assert key is not None, "an insert of one row has its key"
-    # Read back, so the caller sees the payload exactly as a later load will (JSON-decoded).
-    row = conn.execute(sa.select(context_steps).where(context_steps.c.id == key[0])).one()
     return ContextStep.from_row(row)
