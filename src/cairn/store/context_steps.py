@@ -45,7 +45,7 @@ def append(
             f"job {job_id}'s conversation is saved up to step {last}, so step {seq} cannot "
             "follow it; reload the conversation and continue from its last saved step"
         )
-    return _insert(conn, job_id, fencing_token, seq, kind, payload)
+    return _insert(conn, job_id, fencing_token, seq, [(kind, payload)])[0]
 
 
 def replace(
@@ -55,10 +55,7 @@ def replace(
     _require_lease(conn, job_id, fencing_token)
     # Dropped, not kept beside the new one: no copy of the earlier raw model text lingers.
     conn.execute(sa.delete(context_steps).where(context_steps.c.job_id == job_id))
-    return [
-        _insert(conn, job_id, fencing_token, seq, kind, payload)
-        for seq, (kind, payload) in enumerate(opening, start=1)
-    ]
+    return _insert(conn, job_id, fencing_token, 1, opening)
 
 
 def steps(conn: sa.Connection, job_id: int, *, after: int = 0) -> list[ContextStep]:
@@ -104,28 +101,27 @@ def _last_seq(conn: sa.Connection, job_id: int) -> int:
 
 
 def _insert(
-    conn: sa.Connection,
-    job_id: int,
-    fencing_token: int,
-    seq: int,
-    kind: StepKind,
-    payload: Mapping[str, Any],
-) -> ContextStep:
-    values = {
-        "job_id": job_id,
-        "seq": seq,
-        "kind": StepKind(kind).value,
-        "payload": dict(payload),
-        "fencing_token": fencing_token,
-        "at": utcnow(),
-    }
-    try:
+    conn: sa.Connection, job_id: int, fencing_token: int, first_seq: int, new: Opening
+) -> list[ContextStep]:
+    """Save `new` as steps `first_seq`, `first_seq + 1`... of the job, read back as stored."""
+    saved = []
+    for seq, (kind, payload) in enumerate(new, start=first_seq):
+        values = {
+            "job_id": job_id,
+            "seq": seq,
+            "kind": StepKind(kind).value,
+            "payload": dict(payload),
+            "fencing_token": fencing_token,
+            "at": utcnow(),
+        }
         # RETURNING hands back the row as stored (its payload JSON-decoded, as a load sees it).
-        row = conn.execute(sa.insert(context_steps).values(**values).returning(context_steps)).one()
-    except sa.exc.IntegrityError:
-        # Only reachable if the lease check were bypassed: the unique (job_id, seq) still holds.
-        raise ContextConflict(
-            f"step {seq} of job {job_id}'s conversation was saved by another writer; "
-            "reload the conversation and continue from its last saved step"
-        ) from None
-    return ContextStep.from_row(row)
+        insert = sa.insert(context_steps).values(**values).returning(context_steps)
+        try:
+            saved.append(ContextStep.from_row(conn.execute(insert).one()))
+        except sa.exc.IntegrityError:
+            # Reachable only past the lease check: the unique (job_id, seq) still holds.
+            raise ContextConflict(
+                f"step {seq} of job {job_id}'s conversation was saved by another writer; "
+                "reload the conversation and continue from its last saved step"
+            ) from None
+    return saved
