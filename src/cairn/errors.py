@@ -10,7 +10,8 @@ CairnError                     each message says what happened and what to fix; 
 ├── WorkspaceError             git or the workspace refused something
 │   └── BoundaryError          a path would leave the workspace
 └── StoreError                 the store cannot be opened or migrated
-    └── LeaseLost              this runner's fencing token is no longer current
+    ├── LeaseLost              this runner's fencing token is no longer current
+    └── ContextConflict        a conversation step was not the next one of its job
 """
 
 from __future__ import annotations
@@ -67,3 +68,7 @@ class StoreError(CairnError):
 
 class LeaseLost(StoreError):
     """Raised when a write carries a fencing token that another claim has superseded."""
+
+
+class ContextConflict(StoreError):
+    """Raised when a conversation step is saved out of order: another writer saved one first."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,10 +14,10 @@ from alembic.runtime.migration import MigrationContext
 from cairn.errors import StoreError
 from cairn.next_action import Action, NextAction
 from cairn.stages import Status
-from cairn.store import Store, database, identity, rooms
+from cairn.store import Store, context_steps, contexts, database, identity, leases, rooms
 from cairn.store import jobs as job_ledger
 from cairn.store.database import make_engine
-from cairn.store.records import Job
+from cairn.store.records import Job, StepKind
 from cairn.store.schema import metadata
 
 
@@ -126,18 +127,9 @@ def test_the_head_known_without_alembic_is_alembics_head() -> None:
 def test_a_0001_store_upgrades_to_jobs_with_no_next_actions_and_their_diagnosis_kept(
     store_url: str,
 ) -> None:
-    from alembic import command
-
-    store = Store.open(store_url, create=True)
-    try:
-        with store.begin() as conn:
-            job = _a_job(conn)
-        with store.engine.begin() as conn:
-            command.downgrade(database._alembic_config(conn), "0001")
-            conn.execute(sa.text("UPDATE jobs SET diagnosis = 'written by 0001'"))
-        assert database.current_revision(store.engine) == "0001"
-    finally:
-        store.close()
+    job = _a_job_in_a_store_at(
+        store_url, "0001", then="UPDATE jobs SET diagnosis = 'written by 0001'"
+    )
     upgraded = Store.open(store_url)  # an older store is brought to the head on open
     try:
         assert database.current_revision(upgraded.engine) == database.HEAD_REVISION
@@ -160,6 +152,60 @@ def test_a_0001_store_upgrades_to_jobs_with_no_next_actions_and_their_diagnosis_
         assert as_stored == [{"action": "resume", "job": job.id}]
     finally:
         upgraded.close()
+
+
+def test_a_0002_store_upgrades_to_an_empty_conversation_ledger_and_keeps_agent_state(
+    store_url: str,
+) -> None:
+    job = _a_job_in_a_store_at(
+        store_url, "0002", seed=lambda conn, job: contexts.save(conn, job.id, "script", {"n": 3})
+    )
+    engine = make_engine(store_url)
+    try:
+        with engine.connect() as conn:
+            assert not sa.inspect(conn).has_table("context_steps")
+    finally:
+        engine.dispose()
+    upgraded = Store.open(store_url)
+    try:
+        assert database.current_revision(upgraded.engine) == database.HEAD_REVISION
+        with upgraded.begin() as conn:
+            assert contexts.load(conn, job.id) == {"n": 3}
+            assert context_steps.steps(conn, job.id) == []
+            claimed = leases.claim(conn, "runner", 60)
+            assert claimed is not None
+            step = context_steps.append(
+                conn, job.id, claimed.fencing_token, 1, StepKind.request, {"content": "t"}
+            )
+        assert (step.seq, step.kind) == (1, StepKind.request)
+    finally:
+        upgraded.close()
+
+
+def _a_job_in_a_store_at(
+    store_url: str,
+    revision: str,
+    *,
+    seed: Callable[[sa.Connection, Job], object] | None = None,
+    then: str | None = None,
+) -> Job:
+    """A store holding one job (and what `seed` adds), taken down to an older `revision`."""
+    from alembic import command
+
+    store = Store.open(store_url, create=True)
+    try:
+        with store.begin() as conn:
+            job = _a_job(conn)
+            if seed is not None:
+                seed(conn, job)
+        with store.engine.begin() as conn:
+            command.downgrade(database._alembic_config(conn), revision)
+            if then is not None:
+                conn.execute(sa.text(then))  # what the older cairn wrote
+        assert database.current_revision(store.engine) == revision
+    finally:
+        store.close()
+    return job
 
 
 def _a_job(conn: sa.Connection) -> Job:

@@ -1,4 +1,9 @@
-"""Agent context, addressed by job id and nothing else (there is no "last conversation")."""
+"""Agent state, addressed by job id and nothing else (there is no "last conversation").
+
+One small blob per job, replaced whole: the script agent's position, cairn's notes for the
+next turn, a pending outcome. All of it is bounded, so a rewrite costs the same every time.
+A model conversation grows with every step and is saved append-only in `context_steps`.
+"""
 
 from __future__ import annotations
 

@@ -202,3 +202,37 @@ class Usage(Record):
     input_tokens: int
     output_tokens: int
     at: datetime
+
+
+class StepKind(StrEnum):
+    """What one step of a job's conversation is; the bounded context keeps some kinds always."""
+
+    system = "system"
+    """The system prompt the conversation opens with (always kept)."""
+    request = "request"
+    """The job's sanitized request, or a fresh start's opening message (always kept)."""
+    assistant = "assistant"
+    """One model answer: its text and the tool calls it made."""
+    tool_result = "tool_result"
+    """The result of one tool call, naming the call it answers (never executed twice)."""
+    follow_up = "follow_up"
+    """A person's message after the turn, such as a reviewer's `reply` (always kept)."""
+    note = "note"
+    """cairn's own word to the model: a dependency decision, a corrective instruction."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ContextStep(Record):
+    """One saved step of a job's conversation, numbered from 1 within the job."""
+
+    id: int
+    job_id: int
+    seq: int
+    kind: StepKind
+    payload: dict[str, Any]
+    fencing_token: int
+    """The lease that wrote it: a step is only ever written under the job's current token."""
+    at: datetime
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", StepKind(self.kind))

@@ -246,6 +246,21 @@ contexts = sa.Table(
     sa.Column("updated_at", UTCDateTime, nullable=False),
 )
 
+# The job's conversation, append-only: one row per step, so saving step k costs the same at
+# step 1,000 as at step 1. Keyed by job id; the unique (job_id, seq) index serves every read.
+context_steps = sa.Table(
+    "context_steps",
+    metadata,
+    _id(),
+    sa.Column("job_id", sa.ForeignKey("jobs.id"), nullable=False),
+    sa.Column("seq", sa.Integer, nullable=False),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("payload", sa.JSON, nullable=False),
+    sa.Column("fencing_token", sa.Integer, nullable=False),
+    sa.Column("at", UTCDateTime, nullable=False),
+    sa.UniqueConstraint("job_id", "seq"),
+)
+
 events = sa.Table(
     "events",
     metadata,
