@@ -31,6 +31,7 @@ from cairn.testing import openai_script as wire
 from cairn.testing.openai_script import Answer, Fault
 
 DEFAULT_MODELS = ("cairn-scripted",)
+TEST_API_KEY = "cairn-test-key"  # the `openai_server` fixture's key: not a secret
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,7 @@ class ScriptedOpenAIServer:
 
     def __init__(
         self,
-        scripts: Mapping[str, Sequence[Answer]],
+        scripts: Mapping[str, Sequence[Answer]] = {},
         *,
         api_key: str | None = None,
         models: Sequence[str] = DEFAULT_MODELS,
