@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import openai
@@ -57,14 +56,6 @@ def server() -> Iterator[ScriptedOpenAIServer]:
 def client(server: ScriptedOpenAIServer) -> Iterator[OpenAI]:
     with OpenAI(base_url=server.base_url, api_key=KEY, max_retries=0, timeout=30) as sdk:
         yield sdk
-
-
-def eventually(condition: Callable[[], bool]) -> None:
-    """Wait for `condition` (another thread's request reaching the server); no timing claim."""
-    deadline = time.monotonic() + 30
-    while not condition():
-        assert time.monotonic() < deadline, "the condition never held"
-        time.sleep(0.01)
 
 
 def test_a_text_answer_is_a_chat_completion_with_estimated_usage(
@@ -281,6 +272,8 @@ def test_a_hang_is_a_timeout_for_a_short_client_timeout(server: ScriptedOpenAISe
 
 def test_closing_ends_a_hanging_request(server: ScriptedOpenAIServer) -> None:
     server.add_answers("greet", fault_answer(Fault.hang))
+    with pytest.raises(TimeoutError, match="0 requests arrived, not 1"):
+        server.wait_for_requests(1, timeout=0)
     errors: list[Exception] = []
 
     def wait_forever() -> None:
@@ -292,7 +285,7 @@ def test_closing_ends_a_hanging_request(server: ScriptedOpenAIServer) -> None:
 
     waiting = threading.Thread(target=wait_forever)
     waiting.start()
-    eventually(lambda: len(server.requests) == 1)
+    assert server.wait_for_requests(1)[0].conversation == "greet"
     server.close()
     waiting.join()
     assert len(errors) == 1

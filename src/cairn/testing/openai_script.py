@@ -193,6 +193,21 @@ def stream_chunks(
     return chunks
 
 
+def conversation_head(messages: Sequence[Mapping[str, Any]]) -> str:
+    """The text that names a conversation: system/developer messages and the first user one."""
+    head = [m for m in messages if m.get("role") in ("system", "developer")]
+    users = [m for m in messages if m.get("role") == "user"]
+    return "\n".join(content_text(m) for m in head + users[:1])
+
+
+def content_text(message: Mapping[str, Any]) -> str:
+    """A message's text, whether its content is a string or a list of parts."""
+    content = message.get("content")
+    if isinstance(content, list):  # content parts: keep the text ones
+        return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return content if isinstance(content, str) else ""
+
+
 def _call_deltas(index: int, call: ToolCall, call_id: str) -> list[dict[str, Any]]:
     """The deltas of one tool call: id and name first, then its arguments in pieces."""
     head = {

@@ -12,8 +12,8 @@ Authorization value reduced to whether it was present and matched.
     with ScriptedOpenAIServer(script) as server:
         client = OpenAI(base_url=server.base_url, api_key="any")
 
-A request that matches no marker, several markers, or a used-up script gets an HTTP 400 that
-tells the SDK not to retry, so a test's mistake shows up as an error that names it.
+An SDK retry is a new request and gets the next answer. A request that matches no marker,
+several, or a used-up script gets an HTTP 400 that tells the SDK not to retry and names why.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import socketserver
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -55,13 +56,13 @@ class RecordedRequest:
     @property
     def tool_names(self) -> list[str]:
         """The names of the tools the request offered the model."""
-        tools = self.body.get("tools") or [] if isinstance(self.body, dict) else []
+        tools = (self.body.get("tools") or []) if isinstance(self.body, dict) else []
         return [tool["function"]["name"] for tool in tools]
 
     @property
     def text(self) -> str:
         """Every message's text content, joined: for asserting what a conversation saw."""
-        return "\n".join(_content_text(message) for message in self.messages)
+        return "\n".join(wire.content_text(message) for message in self.messages)
 
 
 class ScriptedOpenAIServer:
@@ -82,6 +83,7 @@ class ScriptedOpenAIServer:
         self.api_key = api_key
         self.models = tuple(models)
         self._lock = threading.Lock()
+        self._arrived = threading.Condition(self._lock)  # notified on every recorded request
         self._markers: list[str] = []  # in first-seen order: the index names tool call ids
         self._scripts: dict[str, list[Answer]] = {}
         self._served: dict[str, int] = {}
@@ -109,6 +111,15 @@ class ScriptedOpenAIServer:
     def requests(self) -> tuple[RecordedRequest, ...]:
         """Every request received so far, in arrival order."""
         with self._lock:
+            return tuple(self._requests)
+
+    def wait_for_requests(
+        self, count: int, *, timeout: float = 30.0
+    ) -> tuple[RecordedRequest, ...]:
+        """The requests once at least `count` arrived (a client in another thread or process)."""
+        with self._arrived:
+            if not self._arrived.wait_for(lambda: len(self._requests) >= count, timeout):
+                raise TimeoutError(f"{len(self._requests)} requests arrived, not {count}")
             return tuple(self._requests)
 
     def requests_for(self, marker: str) -> tuple[RecordedRequest, ...]:
@@ -159,12 +170,14 @@ class ScriptedOpenAIServer:
         """Keep `request` for the tests."""
         with self._lock:
             self._requests.append(request)
+            self._arrived.notify_all()
 
     def take_answer(self, request: RecordedRequest) -> tuple[RecordedRequest, Answer | str]:
         """Record `request` with its conversation; its next answer, or why there is none."""
-        head = _head_text(request.messages)
+        head = wire.conversation_head(request.messages)
         with self._lock:
             matches = [marker for marker in self._markers if marker in head]
+            self._arrived.notify_all()  # whichever way it is recorded below
             if len(matches) != 1:
                 self._requests.append(request)
                 found = "no conversation marker" if not matches else f"markers {matches}"
@@ -202,6 +215,11 @@ class _HTTPServer(ThreadingHTTPServer):
         self._open_lock = threading.Lock()
         super().__init__(("127.0.0.1", 0), _Handler)
 
+    def server_bind(self) -> None:
+        # HTTPServer's own looks the address up (getfqdn), which may ask DNS: not on 127.0.0.1.
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = "127.0.0.1", int(self.server_address[1])
+
     def process_request(self, request: Any, client_address: Any) -> None:
         with self._open_lock:
             self._open.add(request)
@@ -219,20 +237,6 @@ class _HTTPServer(ThreadingHTTPServer):
         for connection in connections:
             with contextlib.suppress(OSError):  # already gone
                 connection.shutdown(socket.SHUT_RDWR)
-
-
-def _head_text(messages: Sequence[Mapping[str, Any]]) -> str:
-    """The text that names a conversation: system/developer messages and the first user one."""
-    head = [m for m in messages if m.get("role") in ("system", "developer")]
-    users = [m for m in messages if m.get("role") == "user"]
-    return "\n".join(_content_text(m) for m in head + users[:1])
-
-
-def _content_text(message: Mapping[str, Any]) -> str:
-    content = message.get("content")
-    if isinstance(content, list):  # content parts: keep the text ones
-        return "".join(part.get("text", "") for part in content if isinstance(part, dict))
-    return content if isinstance(content, str) else ""
 
 
 class _Handler(BaseHTTPRequestHandler):
