@@ -60,6 +60,11 @@ class RecordedRequest:
         return [tool["function"]["name"] for tool in tools]
 
     @property
+    def prompt_tokens(self) -> int:
+        """The server's token estimate of the request, as its `usage` reports it."""
+        return wire.prompt_tokens(self.body) if isinstance(self.body, dict) else 0
+
+    @property
     def text(self) -> str:
         """Every message's text content, joined: for asserting what a conversation saw."""
         return "\n".join(wire.content_text(message) for message in self.messages)
