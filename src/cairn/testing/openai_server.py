@@ -45,8 +45,8 @@ class RecordedRequest:
     body: Any  # the parsed JSON body; None for a GET or a body that is not JSON
     authorization_present: bool
     authorization_matched: bool  # the bearer key was the server's (always, with no key set)
-    conversation: str | None  # the marker it matched, when it matched one
-    answer_index: int | None  # which answer of that conversation's script it got
+    conversation: str | None = None  # the marker it matched, when it matched one
+    answer_index: int | None = None  # which answer of that conversation's script it got
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -302,8 +302,6 @@ class _Handler(BaseHTTPRequestHandler):
             body=body,
             authorization_present=present,
             authorization_matched=matched,
-            conversation=None,
-            answer_index=None,
         )
 
     def _refused(self, request: RecordedRequest, path: str) -> bool:
