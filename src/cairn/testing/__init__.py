@@ -6,6 +6,34 @@
 - `auditor`: `FakeAuditor`, an auditor that reports the advisories it was given.
 - `stores`: throwaway SQLite and PostgreSQL stores.
 - `silent_server`: a server that accepts connections and never answers.
+- `openai_server`: `ScriptedOpenAIServer`, an OpenAI-compatible chat completions server on
+  127.0.0.1 that replays scripted answers per conversation (`openai_script`: the answers).
 - `plugin`: the pytest plugin (entry point `cairn`) offering all of the above as fixtures;
   the only module here that imports pytest.
 """
+
+# Stdlib only: importing these keeps `import cairn.testing` (and the pytest plugin) light.
+from cairn.testing.openai_script import (
+    Answer,
+    Fault,
+    FinishReason,
+    ToolCall,
+    fault_answer,
+    json_call_answer,
+    text_answer,
+    tool_call_answer,
+)
+from cairn.testing.openai_server import RecordedRequest, ScriptedOpenAIServer
+
+__all__ = [
+    "Answer",
+    "Fault",
+    "FinishReason",
+    "RecordedRequest",
+    "ScriptedOpenAIServer",
+    "ToolCall",
+    "fault_answer",
+    "json_call_answer",
+    "text_answer",
+    "tool_call_answer",
+]

@@ -13,6 +13,8 @@ has cairn gets these fixtures; a conftest.py fixture of the same name takes prec
 - `sample_repo`: a small Python project in git (cairn.testing.repos.make_sample_repo).
 - `fake_installer` / `fake_auditor`: cairn.testing.installers.FakeInstaller and
   cairn.testing.auditor.FakeAuditor, fresh for each test.
+- `openai_server`: a `ScriptedOpenAIServer` (cairn.testing.openai_server) with no script yet
+  (`add_answers(marker, ...)`) and the API key `openai_server.api_key`; closed after the test.
 - `package_downloads`: one package download cache for the whole session (also exported as
   CAIRN_PACKAGE_DOWNLOADS while a test that uses it runs).
 
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
     from cairn.testing.auditor import FakeAuditor
     from cairn.testing.harness import Cairn
     from cairn.testing.installers import FakeInstaller
+    from cairn.testing.openai_server import ScriptedOpenAIServer
 
 # Heavy modules (SQLAlchemy, the store) are imported inside the fixtures: pytest loads this
 # plugin in every run of an environment that has cairn, also runs that never use it.
@@ -162,3 +165,12 @@ def fake_auditor() -> FakeAuditor:
     from cairn.testing.auditor import FakeAuditor
 
     return FakeAuditor()
+
+
+@pytest.fixture
+def openai_server() -> Iterator[ScriptedOpenAIServer]:
+    """A scripted OpenAI-compatible server on 127.0.0.1; script it with `add_answers`."""
+    from cairn.testing.openai_server import TEST_API_KEY, ScriptedOpenAIServer
+
+    with ScriptedOpenAIServer(api_key=TEST_API_KEY) as server:
+        yield server
