@@ -284,3 +284,38 @@ def test_search_reports_a_bad_pattern_as_a_result(workspace: Path) -> None:
     assert "not a valid regular expression" in error(search(workspace, "("))
     assert "pattern" in error(search(workspace, ""))
     assert "could not search missing" in error(search(workspace, "x", "missing"))
+
+
+def test_search_reads_a_bounded_number_of_files(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(file_tools, "SEARCH_FILES", 2)
+    for name in ("a", "b", "c"):
+        (workspace / f"{name}.txt").write_text("match\n")
+    assert ok(search(workspace, "match")).splitlines() == [
+        "a.txt:1: match",
+        "b.txt:1: match",
+        "… (stopped after 2 files; narrow the path)",
+    ]
+
+
+def test_cairn_s_dependency_folders_are_left_out_unless_named(workspace: Path) -> None:
+    venv = workspace / ".venv"
+    (venv / "lib").mkdir(parents=True)
+    (venv / ".cairn-dependencies").write_text("fingerprint")
+    (venv / "lib" / "dep.py").write_text("match\n")
+    (workspace / "own.py").write_text("match\n")
+    assert ok(list_files(workspace)) == "own.py"
+    assert ok(search(workspace, "match")) == "own.py:1: match"
+    assert ok(search(workspace, "match", ".venv")) == ".venv/lib/dep.py:1: match"
+
+
+def test_folders_nested_too_deep_are_not_entered(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(file_tools, "WALK_DEPTH", 2)
+    deep = workspace / "a" / "b" / "c"
+    deep.mkdir(parents=True)
+    (workspace / "a" / "b" / "shallow.txt").write_text("")
+    (deep / "deep.txt").write_text("")
+    assert ok(list_files(workspace)) == "a/b/shallow.txt"

@@ -20,6 +20,7 @@ from pathlib import Path
 from cairn.agents.tools.edits import EditJournal, ToolFailed, apply_once, read_regular
 from cairn.errors import BoundaryError
 from cairn.workspace.boundary import open_folder_inside, resolve_inside
+from cairn.workspace.commands import materialized_dependencies
 
 READ_LIMIT_BYTES = 64 * 1024
 """The most of one file `read_file` returns; the result says when it cut the rest."""
@@ -29,11 +30,15 @@ LIST_LIMIT = 500
 """The most entries `list_files` returns."""
 SEARCH_MATCHES = 100
 """The most matching lines `search` returns."""
+SEARCH_FILES = 10_000
+"""The most files one search reads."""
 SEARCH_FILE_BYTES = 1024 * 1024
 """Larger files are not searched (generated or data files, not code)."""
 LINE_CHARS = 300
 """A matching line is cut to this many characters."""
 PATTERN_CHARS = 500
+WALK_DEPTH = 40
+"""Folders nested deeper are not listed or searched (and the walk's descriptors stay few)."""
 _FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 _ROOT_NAMES = ("", ".", "./")
 
@@ -82,7 +87,7 @@ def list_files(workspace: Path, path: str = ".") -> ToolResult:
     def listing() -> ToolResult:
         lines: list[str] = []
         with _opened_folder(workspace, path) as folder:
-            for relative, kind, _fd, _name in _walk(folder, _prefix(path)):
+            for relative, kind, _fd, _name in _entries(workspace, folder, path):
                 if len(lines) == LIST_LIMIT:
                     lines.append("… (more entries left out; list a subfolder to see them)")
                     break
@@ -167,7 +172,10 @@ def search(workspace: Path, pattern: str, path: str | None = None) -> ToolResult
 
     def searching() -> ToolResult:
         hits: list[str] = []
-        for relative, data in _searched_files(workspace, where):
+        for index, (relative, data) in enumerate(_searched_files(workspace, where)):
+            if index == SEARCH_FILES:
+                hits.append(f"… (stopped after {SEARCH_FILES} files; narrow the path)")
+                break
             for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
                 if compiled.search(line):
                     if len(hits) == SEARCH_MATCHES:
@@ -201,7 +209,7 @@ def _searched_files(workspace: Path, where: str) -> Iterator[tuple[str, bytes]]:
                 yield where, data
             return
     with _opened_folder(workspace, where) as folder:
-        for relative, kind, fd, name in _walk(folder, _prefix(where)):
+        for relative, kind, fd, name in _entries(workspace, folder, where):
             if kind != "file":
                 continue
             try:
@@ -233,11 +241,23 @@ def _prefix(path: str) -> str:
     return "" if path in _ROOT_NAMES else path.rstrip("/") + "/"
 
 
-def _walk(folder: int, prefix: str) -> Iterator[tuple[str, str, int, str]]:
+def _entries(workspace: Path, folder: int, path: str) -> Iterator[tuple[str, str, int, str]]:
+    """Everything under the folder `path`; from the root, without cairn's dependency folders."""
+    # A materialized .venv or node_modules is cairn's (thousands of files, none the
+    # repository's); naming it as the path still lists or searches it.
+    root = path in _ROOT_NAMES
+    skipped = tuple(f.name for f in materialized_dependencies(workspace)) if root else ()
+    return _walk(folder, _prefix(path), skipped)
+
+
+def _walk(
+    folder: int, prefix: str, skipped: tuple[str, ...] = (), depth: int = 0
+) -> Iterator[tuple[str, str, int, str]]:
     """(relative path, "file"/"link"/"other", folder fd, name) under `folder`, sorted, no .git.
 
     Subfolders are opened relative to their parent with O_NOFOLLOW: a symlink is listed,
-    never entered, so the walk cannot leave the workspace.
+    never entered, so the walk cannot leave the workspace. `skipped` names are left out of
+    `folder` itself; folders deeper than WALK_DEPTH are not entered.
     """
     with os.scandir(folder) as scan:
         entries = sorted(scan, key=lambda entry: entry.name)
@@ -246,14 +266,14 @@ def _walk(folder: int, prefix: str) -> Iterator[tuple[str, str, int, str]]:
         if entry.is_symlink():
             yield relative, "link", folder, entry.name
         elif entry.is_dir(follow_symlinks=False):
-            if entry.name.casefold() == ".git":
+            if entry.name.casefold() == ".git" or entry.name in skipped or depth >= WALK_DEPTH:
                 continue
             try:
                 inner = os.open(entry.name, _FOLDER_FLAGS, dir_fd=folder)
             except OSError:
                 continue  # swapped for a symlink, or unreadable: not entered
             try:
-                yield from _walk(inner, relative + "/")
+                yield from _walk(inner, relative + "/", depth=depth + 1)
             finally:
                 os.close(inner)
         else:
