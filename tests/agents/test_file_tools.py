@@ -7,18 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from cairn.agents.tools import (
-    EditJournal,
-    Intent,
-    ToolResult,
-    ToolStatus,
-    list_files,
-    read_file,
-    replace_in_file,
-    search,
-    write_file,
-)
 from cairn.agents.tools import files as file_tools
+from cairn.agents.tools import list_files, read_file, replace_in_file, search, write_file
+from cairn.agents.tools.edits import EditJournal, Intent
+from cairn.agents.tools.files import ToolResult, ToolStatus
 
 from .support import Crash
 
