@@ -311,3 +311,14 @@ def test_folders_nested_too_deep_are_not_entered(
     (workspace / "a" / "b" / "shallow.txt").write_text("")
     (deep / "deep.txt").write_text("")
     assert ok(list_files(workspace)) == "a/b/shallow.txt"
+
+
+def test_text_that_is_not_valid_unicode_is_an_error_result(workspace: Path) -> None:
+    (workspace / "a.txt").write_text("one\n")
+    lone = "\ud800"
+    assert "not valid Unicode" in error(write_file(workspace, "a.txt", lone, Journal()()))
+    assert "not valid Unicode" in error(
+        replace_in_file(workspace, "a.txt", "one", lone, Journal()())
+    )
+    assert "not valid Unicode" in error(read_file(workspace, f"{lone}.txt"))
+    assert (workspace / "a.txt").read_text() == "one\n"

@@ -28,10 +28,10 @@ from cairn.agents.script_format import (
 from cairn.agents.tools.edits import EditJournal, Intent, ToolFailed, apply_once
 from cairn.errors import BoundaryError, ScriptError, UsageError
 from cairn.sanitize import tail
-
-if TYPE_CHECKING:
-    from cairn.config import Config
 from cairn.workspace.commands import CommandResult, run_in_workspace, sandbox_problem
+
+if TYPE_CHECKING:  # pydantic stays out of every import of cairn.agents
+    from cairn.config import Config
 
 __all__ = ["ScriptAgent", "parse_script", "script_from_data", "script_to_data"]
 

@@ -75,6 +75,9 @@ def _as_result(tool: Callable[[], ToolResult], doing: str) -> ToolResult:
         return ToolResult.error(str(exc))
     except IsADirectoryError:
         return ToolResult.error(f"could not {doing}: it is a folder, not a file")
+    except UnicodeError:
+        # JSON arguments may carry lone surrogates, which no file name or UTF-8 file can hold.
+        return ToolResult.error(f"could not {doing}: the text is not valid Unicode")
     except OSError as exc:
         # strerror only: the exception's own text would carry local paths.
         return ToolResult.error(f"could not {doing}: {exc.strerror or 'the file system refused'}")
@@ -116,11 +119,11 @@ def read_file(workspace: Path, path: str) -> ToolResult:
 
 def write_file(workspace: Path, path: str, content: str, journal: EditJournal) -> ToolResult:
     """Give the file `path` exactly `content` (folders are created), exactly once."""
-    data = content.encode("utf-8")
-    if len(data) > WRITE_LIMIT_BYTES:
-        return ToolResult.error(f"the content is larger than {WRITE_LIMIT_BYTES} bytes")
 
     def writing() -> ToolResult:
+        data = content.encode("utf-8")
+        if len(data) > WRITE_LIMIT_BYTES:
+            return ToolResult.error(f"the content is larger than {WRITE_LIMIT_BYTES} bytes")
         apply_once(workspace, path, lambda before: data, journal)
         return ToolResult.ok(f"wrote {path} ({len(data)} bytes)")
 
