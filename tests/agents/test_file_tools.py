@@ -322,3 +322,18 @@ def test_text_that_is_not_valid_unicode_is_an_error_result(workspace: Path) -> N
     )
     assert "not valid Unicode" in error(read_file(workspace, f"{lone}.txt"))
     assert (workspace / "a.txt").read_text() == "one\n"
+
+
+def test_a_write_applied_before_a_crash_is_not_made_again(workspace: Path) -> None:
+    first = Journal()
+    ok(write_file(workspace, "a.txt", "one\n", first()))
+    inode = (workspace / "a.txt").stat().st_ino  # a rewrite renames a new file over it
+    [(intent, _changes)] = first.saved
+    resumed = Journal(pending=intent)
+    ok(write_file(workspace, "a.txt", "one\n", resumed()))
+    assert resumed.saved == [] and (workspace / "a.txt").stat().st_ino == inode
+
+
+@pytest.mark.parametrize("saved", [None, "a.txt", {"path": 1}, {"path": "a", "sha256": 2}])
+def test_a_malformed_saved_intent_reads_as_none(saved: object) -> None:
+    assert Intent.from_data(saved) is None
