@@ -15,7 +15,7 @@ import pytest
 
 from agents.support import run_script, snapshot
 from cairn.agents import AppendStep, DeleteStep, OutcomeKind, Script, WriteStep
-from cairn.agents import script as script_module
+from cairn.agents.tools import edits as edits_module
 from cairn.errors import BoundaryError
 from cairn.workspace.boundary import escaping_links, open_folder_inside, resolve_inside
 
@@ -107,7 +107,8 @@ def _swap_after_check(monkeypatch: pytest.MonkeyPatch, swap: Callable[[], None])
         swap()
         return resolved
 
-    monkeypatch.setattr(script_module, "resolve_inside", check_then_swap)
+    # The script agent's file steps resolve their path in the shared exactly-once edit.
+    monkeypatch.setattr(edits_module, "resolve_inside", check_then_swap)
     return checked
 
 

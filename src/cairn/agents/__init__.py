@@ -2,12 +2,14 @@
 
 The `script` adapter replays a YAML script deterministically and keeps its position in the
 job's own context, so it resumes exactly like a real agent; the demo and the tests drive it.
+`cairn.agents.tools` holds what every adapter shares: exactly-once edits and the file tools.
 """
 
 from __future__ import annotations
 
-from cairn.agents.base import Agent, DependencyAsk, Outcome, OutcomeKind, Turn
-from cairn.agents.registry import AGENTS, get_agent, load_agent_spec
+from cairn.agents import tools
+from cairn.agents.base import Agent, DependencyAsk, Outcome, OutcomeKind, Turn, Usage
+from cairn.agents.registry import AGENTS, AgentFactory, get_agent, load_agent_spec
 from cairn.agents.script import ScriptAgent
 from cairn.agents.script_format import (
     AppendStep,
@@ -28,6 +30,7 @@ from cairn.agents.script_format import (
 __all__ = [
     "AGENTS",
     "Agent",
+    "AgentFactory",
     "AppendStep",
     "DeleteStep",
     "DependencyAsk",
@@ -42,10 +45,12 @@ __all__ = [
     "ScriptAgent",
     "Step",
     "Turn",
+    "Usage",
     "WriteStep",
     "get_agent",
     "load_agent_spec",
     "parse_script",
     "script_from_data",
     "script_to_data",
+    "tools",
 ]

@@ -31,6 +31,40 @@ class DependencyAsk:
 
 
 @dataclass(frozen=True)
+class Usage:
+    """What one turn cost: model requests, tokens as the model reported them, model time.
+
+    The script agent calls no model: its usage is all zeros. The runner measures the turn's
+    wall-clock time itself; `seconds` is the time the adapter spent waiting for its model.
+    """
+
+    model_requests: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    seconds: float = 0.0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.model_requests + other.model_requests,
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.seconds + other.seconds,
+        )
+
+    @classmethod
+    def from_data(cls, data: object) -> Usage:
+        """The usage a stored outcome carries; zeros for one stored before usage existed."""
+        if not isinstance(data, dict):
+            return cls()
+        return cls(
+            int(data.get("model_requests", 0)),
+            int(data.get("input_tokens", 0)),
+            int(data.get("output_tokens", 0)),
+            float(data.get("seconds", 0.0)),
+        )
+
+
+@dataclass(frozen=True)
 class Outcome:
     kind: OutcomeKind
     summary: str | None = None
@@ -38,6 +72,8 @@ class Outcome:
     dependency: DependencyAsk | None = None
     isolation_unproven: bool = False
     """A command of this job ran without a sandbox (the room's scope allowed it)."""
+    usage: Usage = Usage()
+    """What the turn cost in model requests and tokens (zeros for the script agent)."""
 
     def to_data(self) -> dict[str, Any]:
         """A JSON-ready form, stored with the agent's last save of a turn."""
@@ -47,6 +83,7 @@ class Outcome:
             "diagnosis": self.diagnosis,
             "dependency": asdict(self.dependency) if self.dependency else None,
             "isolation_unproven": self.isolation_unproven,
+            "usage": asdict(self.usage),
         }
 
     @classmethod
@@ -58,6 +95,7 @@ class Outcome:
             diagnosis=data.get("diagnosis"),
             dependency=DependencyAsk(**ask) if ask else None,
             isolation_unproven=bool(data.get("isolation_unproven", False)),
+            usage=Usage.from_data(data.get("usage")),
         )
 
     def masked(self, mask: Callable[[str], str]) -> Outcome:

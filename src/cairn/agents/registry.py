@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cairn.agents.base import Agent
 from cairn.agents.script import ScriptAgent
@@ -12,20 +12,43 @@ from cairn.agents.script_format import PROSE_FIELDS
 from cairn.errors import UsageError
 from cairn.sanitize import secret_spans, shape_spans, strip_control
 
-# Each adapter class offers `from_spec(spec)` (build from the stored configuration) and
-# `spec_from_argument(text)` (turn the part after `name:` of a CLI `--agent` into that spec).
-AGENTS: dict[str, type[Any]] = {ScriptAgent.name: ScriptAgent}
+if TYPE_CHECKING:  # pydantic stays out of every import of cairn.agents
+    from cairn.config import Config
 
 
-def get_agent(spec: Mapping[str, Any]) -> Agent:
-    """Build the agent a job's stored configuration names, e.g. `{"adapter": "script", ...}`."""
+class AgentFactory(Protocol):
+    """What each registered adapter class offers (as classmethods)."""
+
+    name: str
+
+    def from_spec(self, spec: Mapping[str, Any], config: Config | None = None) -> Agent:
+        """Build the adapter from the job's stored spec and the runner's configuration.
+
+        Whatever the spec must not hold (an API key) comes from `config`, the runner's own;
+        None when no runner is involved (a spec checked at submit), where an adapter that
+        needs the runner's secrets reports them missing only when a turn runs.
+        """
+        ...
+
+    def spec_from_argument(self, argument: str) -> dict[str, Any]:
+        """Turn the part after `name:` of a CLI `--agent` into a storable spec."""
+        ...
+
+
+AGENTS: dict[str, AgentFactory] = {ScriptAgent.name: ScriptAgent}
+
+
+def get_agent(spec: Mapping[str, Any], config: Config | None = None) -> Agent:
+    """Build the agent a job's stored spec names, e.g. `{"adapter": "script", ...}`.
+
+    The runner passes its `Config`: the one place an adapter may take credentials from.
+    """
     if not isinstance(spec, Mapping):
         raise UsageError(
             "an agent configuration must be a mapping with an `adapter` name; "
             f"valid adapters: {_valid_names()}"
         )
-    adapter: Agent = _adapter_class(spec.get("adapter")).from_spec(spec)
-    return adapter
+    return _adapter_class(spec.get("adapter")).from_spec(spec, config)
 
 
 def load_agent_spec(text: str) -> dict[str, Any]:
@@ -71,7 +94,7 @@ def _where(path: tuple[object, ...]) -> str:
     return f"in {'.'.join(map(str, path))}" if path else "in its adapter name"
 
 
-def _adapter_class(name: object) -> type[Any]:
+def _adapter_class(name: object) -> AgentFactory:
     adapter = AGENTS.get(name) if isinstance(name, str) else None
     if adapter is None:
         # Echo the name only when it looks like one: a mistyped value may be a local path.

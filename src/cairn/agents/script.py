@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import os
-import secrets
-import stat
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cairn.agents.base import DependencyAsk, Outcome, OutcomeKind, Turn
 from cairn.agents.script_format import (
@@ -31,11 +25,13 @@ from cairn.agents.script_format import (
     script_from_data,
     script_to_data,
 )
+from cairn.agents.tools.edits import EditJournal, Intent, ToolFailed, apply_once
 from cairn.errors import BoundaryError, ScriptError, UsageError
-from cairn.no_follow import read_no_follow
 from cairn.sanitize import tail
-from cairn.workspace.boundary import hard_link_error, open_folder_inside, resolve_inside
 from cairn.workspace.commands import CommandResult, run_in_workspace, sandbox_problem
+
+if TYPE_CHECKING:  # pydantic stays out of every import of cairn.agents
+    from cairn.config import Config
 
 __all__ = ["ScriptAgent", "parse_script", "script_from_data", "script_to_data"]
 
@@ -43,7 +39,6 @@ DEFAULT_COMMAND_TIMEOUT = 600.0
 NOTES_KEPT = 20
 OUTPUT_LINES = 20
 DIAGNOSIS_CHARS = 2000
-_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 State = dict[str, Any]
 
@@ -62,8 +57,11 @@ class ScriptAgent:
         self.command_timeout = command_timeout
 
     @classmethod
-    def from_spec(cls, spec: Mapping[str, Any]) -> ScriptAgent:
-        """Build the agent from its stored configuration: `{"adapter": "script", "script": ...}`."""
+    def from_spec(cls, spec: Mapping[str, Any], config: Config | None = None) -> ScriptAgent:
+        """Build the agent from its stored spec: `{"adapter": "script", "script": ...}`.
+
+        The script agent needs nothing of the runner's configuration.
+        """
         if "script" not in spec:
             raise UsageError(
                 "the script agent's configuration has no script; create it with --agent script:PATH"
@@ -122,7 +120,7 @@ class ScriptAgent:
             step = steps[state["position"]]
             try:
                 outcome, state = self._step(turn, state, step)
-            except (BoundaryError, _StepFailed) as exc:
+            except (BoundaryError, _StepFailed, ToolFailed) as exc:
                 return _tagged(_failed(f"step {state['position'] + 1} ({step.kind}): {exc}"), state)
             if outcome is not None:
                 return outcome
@@ -252,41 +250,25 @@ def _run_failure(where: str, result: CommandResult, agent: ScriptAgent) -> str:
 
 def _apply_file_step(turn: Turn, state: State, step: FileStep) -> State:
     """Apply a file step exactly once, even across a crash between applying and saving."""
-    target = resolve_inside(turn.workspace, step.path)
-    pending: dict[str, Any] = state.get("pending") or {}
-    resuming = pending.get("path") == step.path
+    current = state
+
+    def record(intent: Intent, changes: bool) -> None:
+        nonlocal current
+        changed = bool(current.get("changed")) or changes
+        current = _saved(turn, {**current, "pending": intent.to_data(), "changed": changed})
+
+    journal = EditJournal(Intent.from_data(state.get("pending")), record)
     try:
-        with _folder_of(turn.workspace, target, create=not isinstance(step, DeleteStep)) as folder:
-            if resuming and folder is not None:
-                _remove_stale_temps(folder, target.name)
-            if not (resuming and _already_applied(folder, target.name, pending["sha256"])):
-                before = _read_or_none(folder, target.name, step.path)
-                intended = _intended_bytes(step, before)
-                digest = None if intended is None else hashlib.sha256(intended).hexdigest()
-                changed = bool(state.get("changed")) or intended != before
-                intent = {"path": step.path, "sha256": digest}
-                state = _saved(turn, {**state, "pending": intent, "changed": changed})
-                assert folder is not None, "only a delete finds no folder, and it fails above"
-                _replace_atomically(folder, target.name, intended)
+        apply_once(
+            turn.workspace,
+            step.path,
+            lambda before: _intended_bytes(step, before),
+            journal,
+            deleting=isinstance(step, DeleteStep),
+        )
     except OSError as exc:
         raise _StepFailed(f"could not {step.kind} {step.path}: {exc.strerror or exc}") from None
-    return _saved(turn, _advanced(state))
-
-
-@contextmanager
-def _folder_of(workspace: Path, target: Path, *, create: bool) -> Iterator[int | None]:
-    """The target's folder, opened without following symlinks; None when it does not exist."""
-    try:
-        fd = open_folder_inside(workspace, target.parent, create=create)
-    except FileNotFoundError:
-        if create:
-            raise
-        yield None
-        return
-    try:
-        yield fd
-    finally:
-        os.close(fd)
+    return _saved(turn, _advanced(current))
 
 
 def _intended_bytes(step: FileStep, before: bytes | None) -> bytes | None:
@@ -298,92 +280,6 @@ def _intended_bytes(step: FileStep, before: bytes | None) -> bytes | None:
     if before is None:
         raise _StepFailed(f"there is no file {step.path} to delete")
     return None
-
-
-def _already_applied(folder: int | None, name: str, digest: str | None) -> bool:
-    if digest is None:
-        return folder is None or not _exists(folder, name)
-    current = None if folder is None else _read_or_none(folder, name, name)
-    return current is not None and hashlib.sha256(current).hexdigest() == digest
-
-
-def _exists(folder: int, name: str) -> bool:
-    try:
-        os.stat(name, dir_fd=folder, follow_symlinks=False)
-    except FileNotFoundError:
-        return False
-    return True
-
-
-def _read_or_none(folder: int | None, name: str, shown: str) -> bytes | None:
-    """The file's bytes, read without following a symlink swapped in since the check."""
-    if folder is None:
-        return None
-
-    def swapped() -> BoundaryError:
-        return BoundaryError(
-            f"the file {shown[:80]} became a symlink while cairn was using it; a path that "
-            "leads outside the workspace through a symlink is refused"
-        )
-
-    def plain(info: os.stat_result) -> None:
-        if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
-            raise hard_link_error(shown)
-        if not stat.S_ISREG(info.st_mode) and not stat.S_ISDIR(info.st_mode):
-            raise _StepFailed(f"{shown[:80]} is not a regular file")
-
-    # Non-blocking (cairn.no_follow), so a FIFO a command left behind cannot hang the agent.
-    return read_no_follow(name, dir_fd=folder, symlink_error=swapped, check=plain)
-
-
-def _temp_prefix(name: str) -> str:
-    # Truncated so the temporary name stays within the file system's name limit.
-    return f".{name[:100]}.cairn-"
-
-
-def _replace_atomically(folder: int, name: str, data: bytes | None) -> None:
-    """Delete the file, or give it exactly `data`: never a half-written file, even on a crash.
-
-    Everything happens relative to the folder's descriptor: a rename or unlink never follows
-    a symlink, so a name swapped for one since the check is replaced, not written through.
-    """
-    if data is None:
-        os.unlink(name, dir_fd=folder)
-        os.fsync(folder)
-        return
-    try:
-        existing_mode: int | None = stat.S_IMODE(
-            os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode
-        )
-    except FileNotFoundError:
-        existing_mode = None
-    temp = f"{_temp_prefix(name)}{secrets.token_hex(6)}.tmp"
-    # 0o666 lets the umask decide a new file's mode, as an ordinary write would.
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC
-    fd = os.open(temp, flags, 0o666, dir_fd=folder)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            if existing_mode is not None:
-                os.fchmod(handle.fileno(), existing_mode)  # an edited script stays executable
-            os.fsync(handle.fileno())
-        os.replace(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp, dir_fd=folder)
-        raise
-    os.fsync(folder)
-
-
-def _remove_stale_temps(folder: int, name: str) -> None:
-    """Remove temporary files a crash left beside the target, so they never reach the diff."""
-    prefix = _temp_prefix(name)
-    for entry in os.listdir(folder):
-        if entry.startswith(prefix) and entry.endswith(".tmp"):
-            info = os.stat(entry, dir_fd=folder, follow_symlinks=False)
-            if stat.S_ISREG(info.st_mode):
-                os.unlink(entry, dir_fd=folder)
 
 
 def _with_output_tail(head: str, output: str) -> str:

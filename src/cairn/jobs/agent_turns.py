@@ -34,7 +34,7 @@ _GATE = Stage.awaiting_dependency_approval.value
 def _agent(drive: Drive, upstream: Upstream) -> Result:
     """One agent turn in the job's own context; the workspace decides what it achieved."""
     _tell_dependency_decision(drive)
-    agent = get_agent(drive.request.agent)
+    agent = get_agent(drive.request.agent, drive.config)
     corrective = _corrective_is_due(drive)
     with drive.fenced() as conn:
         saved = context.load(conn, drive.job.id)
@@ -67,12 +67,15 @@ def _take_turn(drive: Drive, agent: Agent, saved: context.JobContext, corrective
     started = time.monotonic()
     outcome = agent.run_turn(turn)
     with drive.fenced() as conn:
+        # Tokens as the adapter's model reported them; the time is the turn's wall clock.
         progress.add_usage(
             conn,
             drive.job.id,
             agent=agent.name,
             seconds=time.monotonic() - started,
             run_kind="corrective" if corrective else "normal",
+            input_tokens=outcome.usage.input_tokens,
+            output_tokens=outcome.usage.output_tokens,
         )
     return outcome
 

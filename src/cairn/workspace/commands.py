@@ -4,7 +4,9 @@ Every command runs under bubblewrap: the whole file system read-only, only the w
 private temporary folder writable, the workspace's `.git` pointer and its materialized
 dependencies (`.venv`, `node_modules`: first on PATH, as if activated) read-only, cairn's home
 (or whatever the caller hides) replaced by an empty read-only folder, no network, no capabilities,
-a session of its own, and nothing left running when it ends. Where no sandbox can be had,
+a session of its own, and nothing left running when it ends. A `SandboxPolicy` may open the
+network, pass more environment, bind more folders read-only, or watch the output as it comes;
+its default is exactly the above. Where no sandbox can be had,
 commands are refused unless the caller (the room's scope) allows running them unsandboxed.
 After every command the workspace boundary is checked: a link it made that leads outside
 fails the command.
@@ -12,6 +14,7 @@ fails the command.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import ctypes
 import errno
@@ -23,8 +26,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
@@ -55,6 +58,34 @@ _ISOLATION = (
 
 
 @dataclass(frozen=True)
+class SandboxPolicy:
+    """What a command may reach beyond the default sandbox; the default adds nothing."""
+
+    network: bool = False
+    """Share the runner's network (off: the command has none, not even loopback)."""
+    environment: Mapping[str, str] = field(default_factory=dict, hash=False)
+    """More variables for the command, on top of the allowlist; never CAIRN_* (refused)."""
+    read_only_binds: tuple[Path, ...] = ()
+    """More folders the command can read but not write, even inside a hidden one."""
+    on_output: Callable[[str], None] | None = None
+    """Called with each piece of output as the command writes it (unbounded, unmasked)."""
+
+    def __post_init__(self) -> None:
+        # The store URL in a command's environment would let it bypass fencing; cairn's own
+        # variables (and a HOME or TMPDIR of the caller's) never reach a command.
+        refused = sorted(
+            name for name in self.environment if name.startswith("CAIRN_") or name in _OWN
+        )
+        if refused:
+            raise ValueError(f"a sandbox policy may not set {', '.join(refused)}")
+
+
+DEFAULT_POLICY = SandboxPolicy()
+"""Every command's policy unless its caller says otherwise: no network, nothing added."""
+_OWN = ("HOME", "TMPDIR")
+
+
+@dataclass(frozen=True)
 class CommandResult:
     exit_code: int | None
     """The exit code; negative for a signal; None when it ran out of time or was stopped."""
@@ -76,15 +107,19 @@ def materialized_dependencies(workspace: Path) -> list[Path]:
 
 
 def command_environment(
-    private_tmp: Path, environ: dict[str, str] | None = None, workspace: Path | None = None
+    private_tmp: Path,
+    environ: Mapping[str, str] | None = None,
+    workspace: Path | None = None,
+    extra: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """The environment of a workspace command: a short allowlist and a private HOME and TMPDIR.
 
     The workspace's materialized dependencies come first on PATH (`.venv` also as VIRTUAL_ENV),
-    as if activated.
+    as if activated; `extra` (a policy's environment) is added to the allowlist.
     """
     source = os.environ if environ is None else environ
     env = {name: source[name] for name in _PASSED_THROUGH if name in source}
+    env |= extra or {}
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
     for folder in materialized_dependencies(workspace) if workspace else ():
         env["PATH"] = f"{folder / _COMMAND_FOLDERS[folder.name]}{os.pathsep}{env['PATH']}"
@@ -106,13 +141,15 @@ def run_in_workspace(
     should_stop: Callable[[], bool] = lambda: False,
     allow_unsandboxed: bool = False,
     hidden: Iterable[Path] = (),
+    policy: SandboxPolicy = DEFAULT_POLICY,
 ) -> CommandResult:
     """Run `command` with /bin/sh in `workspace`, sandboxed; its whole process tree ends with it.
 
     `hidden` folders (cairn's home) are invisible to the command, except the workspace and the
-    repository data its git needs (read-only). Raises WorkspaceError when no sandbox can be had
-    and `allow_unsandboxed` is false, and BoundaryError when the command left a link that
-    leads out of the workspace.
+    repository data its git needs (read-only). `policy` says what else it may reach; without
+    a sandbox (allowed by `allow_unsandboxed`) only its environment and output callback apply.
+    Raises WorkspaceError when no sandbox can be had and `allow_unsandboxed` is false, and
+    BoundaryError when the command left a link that leads out of the workspace.
     """
     workspace = Path(workspace).absolute()
     if not workspace.is_dir():
@@ -127,8 +164,8 @@ def run_in_workspace(
         if problem is None:
             bwrap = _bwrap_path()
             assert bwrap is not None, "sandbox_problem found it"
-            shell = sandbox_argv(bwrap, workspace, private_tmp, hidden) + shell
-        result = _run(shell, workspace, private_tmp, timeout, should_stop)
+            shell = sandbox_argv(bwrap, workspace, private_tmp, hidden, policy) + shell
+        result = _run(shell, workspace, private_tmp, timeout, should_stop, policy)
     check_no_new_escapes(before, escaping_links(workspace))
     return CommandResult(*result, sandboxed=problem is None)
 
@@ -139,15 +176,17 @@ def _run(
     private_tmp: Path,
     timeout: float,
     should_stop: Callable[[], bool],
+    policy: SandboxPolicy,
 ) -> tuple[int | None, str, bool]:
     """Run `argv` in its own process group: (exit code or None, output tail, stopped)."""
     # Output goes to a file, not a pipe: memory stays bounded and a background child holding
-    # a pipe open cannot keep the caller waiting.
+    # a pipe open cannot keep the caller waiting. A watcher reads the file as it grows.
     with tempfile.TemporaryFile() as output:
+        watch = _OutputWatcher(output, policy.on_output)
         process = subprocess.Popen(
             argv,
             cwd=workspace,
-            env=command_environment(private_tmp, workspace=workspace),
+            env=command_environment(private_tmp, workspace=workspace, extra=policy.environment),
             stdin=subprocess.DEVNULL,
             stdout=output,
             stderr=subprocess.STDOUT,
@@ -155,7 +194,7 @@ def _run(
             preexec_fn=_die_with_parent(),
         )
         try:
-            ended, stopped = _wait_unreaped(process, timeout, should_stop)
+            ended, stopped = _wait_unreaped(process, timeout, should_stop, watch.poll)
         finally:
             # Leftovers (background jobs, a timed-out tree) do not outlive the command. Only
             # while the shell is unreaped can its group id not have been reused. In the
@@ -163,11 +202,16 @@ def _run(
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(process.pid, signal.SIGKILL)
             code = process.wait()
+            watch.poll(final=True)
         return (code if ended else None), _tail(output), stopped
 
 
 def sandbox_argv(
-    bwrap: str, workspace: Path, private_tmp: Path, hidden: Iterable[Path]
+    bwrap: str,
+    workspace: Path,
+    private_tmp: Path,
+    hidden: Iterable[Path],
+    policy: SandboxPolicy = DEFAULT_POLICY,
 ) -> list[str]:
     """The bubblewrap prefix that confines a command to `workspace` and `private_tmp`."""
     workspace = workspace.resolve()
@@ -179,6 +223,11 @@ def sandbox_argv(
     for folder in _git_folders(workspace):
         # The workspace's own git data stays readable (read-only) even inside a hidden home.
         argv += ["--ro-bind", str(folder), str(folder)]
+    for folder in policy.read_only_binds:
+        # After the covers, so a folder inside a hidden one shows through; "-try": a missing
+        # folder is simply absent, as it would be without the sandbox.
+        resolved = Path(folder).resolve()
+        argv += ["--ro-bind-try", str(resolved), str(resolved)]
     argv += ["--bind", str(workspace), str(workspace)]
     dot_git = workspace / ".git"
     if dot_git.exists() and not dot_git.is_symlink():
@@ -195,7 +244,8 @@ def sandbox_argv(
     # one (and drops every capability all the same); in a chroot the kernel refuses root a new
     # user namespace, and bubblewrap takes that as fatal even with `--unshare-user-try`.
     user_namespace = [] if os.geteuid() == 0 else ["--unshare-user-try"]
-    return [*argv, *user_namespace, *_ISOLATION, "--chdir", str(workspace), "--"]
+    isolation = [flag for flag in _ISOLATION if not (policy.network and flag == "--unshare-net")]
+    return [*argv, *user_namespace, *isolation, "--chdir", str(workspace), "--"]
 
 
 def _git_folders(workspace: Path) -> list[Path]:
@@ -274,12 +324,16 @@ def _die_with_parent() -> Callable[[], None] | None:
 
 
 def _wait_unreaped(
-    process: subprocess.Popen[bytes], timeout: float, should_stop: Callable[[], bool]
+    process: subprocess.Popen[bytes],
+    timeout: float,
+    should_stop: Callable[[], bool],
+    on_tick: Callable[[], None],
 ) -> tuple[bool, bool]:
     """Wait for exit without reaping; (ended, stopped) — not ended on timeout or stop."""
     deadline = time.monotonic() + timeout
     delay = 0.001
     while not _has_exited(process):
+        on_tick()
         if should_stop():
             return False, True
         if time.monotonic() >= deadline:
@@ -293,6 +347,33 @@ def _has_exited(process: subprocess.Popen[bytes]) -> bool:
     if hasattr(os, "waitid"):
         return os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
     return process.poll() is not None  # macOS: reaping early only risks a reused group id
+
+
+class _OutputWatcher:
+    """Hands what a command appended to its output file to a callback, as whole characters."""
+
+    def __init__(self, output: IO[bytes], callback: Callable[[str], None] | None) -> None:
+        self.output = output
+        self.callback = callback
+        self.position = 0
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def poll(self, final: bool = False) -> None:
+        """Pass on what was written since the last poll (and, when final, what is left)."""
+        if self.callback is None:
+            return
+        # pread: the command's own writes share the file's offset, which must stay at its end.
+        fresh = os.pread(self.output.fileno(), 1 << 20, self.position)
+        while fresh:
+            self.position += len(fresh)
+            text = self.decoder.decode(fresh)
+            if text:
+                self.callback(text)
+            fresh = os.pread(self.output.fileno(), 1 << 20, self.position)
+        if final:
+            rest = self.decoder.decode(b"", final=True)
+            if rest:
+                self.callback(rest)
 
 
 def _tail(output: IO[bytes]) -> str:
