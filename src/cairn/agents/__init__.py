@@ -7,7 +7,6 @@ job's own context, so it resumes exactly like a real agent; the demo and the tes
 
 from __future__ import annotations
 
-from cairn.agents import tools
 from cairn.agents.base import Agent, DependencyAsk, Outcome, OutcomeKind, Turn, Usage
 from cairn.agents.registry import AGENTS, AgentFactory, get_agent, load_agent_spec
 from cairn.agents.script import ScriptAgent
@@ -52,5 +51,4 @@ __all__ = [
     "parse_script",
     "script_from_data",
     "script_to_data",
-    "tools",
 ]
