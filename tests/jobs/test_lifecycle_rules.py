@@ -8,9 +8,7 @@ import pytest
 
 from cairn.errors import NotAllowed, UsageError
 from cairn.stages import Stage, Status
-from cairn.testing.harness import Cairn
-
-from .conftest import Turns
+from cairn.testing.harness import Cairn, Turns
 
 DEPENDENCY_THEN_WRITE = """
 steps:

@@ -92,13 +92,18 @@ def _file_hashes(paths: list[str]) -> dict[str, bytes]:
     workers = max(1, min(4, os.cpu_count() or 1))
     with ThreadPoolExecutor(workers) as pool:
         shares = pool.map(
-            lambda share: [(p, _sha256(p)) for p in share],
+            lambda share: [(p, file_sha256(p)) for p in share],
             [paths[i::workers] for i in range(workers)],
         )
         return dict(pair for share in shares for pair in share)
 
 
-def _sha256(path: str) -> bytes:
+def file_sha256(path: str) -> bytes:
+    """The hex SHA-256 of one file's content: every file an identity hashes is read here.
+
+    Public as a seam: a test wraps it to see which files an operation read (a cache hit
+    reads none).
+    """
     with open(path, "rb") as handle:
         return hashlib.file_digest(handle, "sha256").hexdigest().encode()
 
