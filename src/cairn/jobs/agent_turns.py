@@ -116,7 +116,7 @@ def _corrective_is_due(drive: Drive) -> bool:
     with drive.store.begin() as conn:
         runs = stage_runs.for_job(conn, drive.job.id)
     attempts = [run_record(run) for run in runs if run.stage == Stage.running_agent]
-    return any(run is not None and run.evidence.get("corrective_next") for run in attempts)
+    return any(run is not None and run.evidence.get("corrective_next") is True for run in attempts)
 
 
 def _is_first_job_in_room(drive: Drive) -> bool:
