@@ -27,6 +27,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from cairn.canonical import digest
 from cairn.deps import spares
 from cairn.deps.audit import Auditor, quarantine_reason, verdict
 from cairn.deps.fingerprint import DependencyInputs, fingerprint, write_inputs
@@ -40,7 +41,6 @@ from cairn.deps.tree import (
     mirror,
     remove_tree,
 )
-from cairn.engine.identity import digest
 from cairn.errors import CairnError
 from cairn.locks import locked
 from cairn.sanitize import DIAGNOSIS_LIMIT, bound

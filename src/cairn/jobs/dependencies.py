@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from cairn.canonical import digest
 from cairn.config import Config
 from cairn.deps import (
     Auditor,
@@ -35,7 +36,7 @@ from cairn.deps import (
 )
 from cairn.deps.fingerprint import write_inputs
 from cairn.deps.requests import label
-from cairn.engine import Evidence, Expect, Measurement, Result, RunRecord, StageDef, digest
+from cairn.engine import Evidence, Expect, Measurement, Result, RunRecord, StageDef
 from cairn.engine.workflow import Upstream
 from cairn.jobs.drive import Blocked, Drive
 from cairn.jobs.fresh_baseline import REPOSITORY_CAUSE

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from cairn.canonical import digest
 from cairn.engine import (
     Evidence,
     Expect,
@@ -14,7 +15,6 @@ from cairn.engine import (
     StageDef,
     StageFailed,
     Upstream,
-    digest,
 )
 from cairn.errors import BoundaryError
 from cairn.jobs.drive import Drive

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import sqlalchemy as sa
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
 
-from cairn.engine import digest
+from cairn.canonical import digest
 from cairn.next_action import NextAction, to_data
 from cairn.stages import Stage, Status
 from cairn.store import decisions, effects, progress, stage_runs
