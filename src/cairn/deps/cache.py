@@ -39,10 +39,10 @@ from cairn.deps.tree import (
     content_identity,
     make_read_only,
     mirror,
-    remove_tree,
 )
 from cairn.errors import CairnError
 from cairn.locks import locked
+from cairn.removal import remove_tree
 from cairn.sanitize import DIAGNOSIS_LIMIT, bound
 from cairn.store import Store
 from cairn.store import dependency_caches as ledger
