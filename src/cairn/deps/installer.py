@@ -307,9 +307,14 @@ class ToolInstaller(abc.ABC):
         self.timeout = timeout
 
     @classmethod
-    @abc.abstractmethod
     def from_config(cls, config: Config) -> Self:
         """The installer with the configured tool, approved source and download cache."""
+        return cls(download_cache=config.downloads_dir / cls.name, **cls._configured(config))
+
+    @classmethod
+    @abc.abstractmethod
+    def _configured(cls, config: Config) -> dict[str, Any]:
+        """This installer's own options as `config` sets them: its tool and approved source."""
 
     @abc.abstractmethod
     def _declared_problem(self, declarations: Path) -> str | None:

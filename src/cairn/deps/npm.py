@@ -15,7 +15,7 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Self, Unpack
+from typing import TYPE_CHECKING, Any, Unpack
 
 from cairn.deps.fingerprint import Environment, without_credentials
 from cairn.deps.installer import (
@@ -78,13 +78,8 @@ class NpmInstaller(ToolInstaller):
         self.registry = registry.rstrip("/") + "/"
 
     @classmethod
-    def from_config(cls, config: Config) -> Self:
-        """The installer of the configured `npm`, npm registry and download cache."""
-        return cls(
-            npm=config.npm_command,
-            registry=config.npm_registry,
-            download_cache=config.downloads_dir / cls.name,
-        )
+    def _configured(cls, config: Config) -> dict[str, Any]:
+        return {"npm": config.npm_command, "registry": config.npm_registry}
 
     def environment(self) -> Environment:
         return Environment(

@@ -17,7 +17,7 @@ import sys
 import tomllib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Self, Unpack
+from typing import TYPE_CHECKING, Any, Unpack
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion
@@ -83,13 +83,8 @@ class UvInstaller(ToolInstaller):
         self.index_url = index_url.rstrip("/")
 
     @classmethod
-    def from_config(cls, config: Config) -> Self:
-        """The installer of the configured `uv`, pypi index and download cache."""
-        return cls(
-            uv=config.uv_command,
-            index_url=config.pypi_index,
-            download_cache=config.downloads_dir / cls.name,
-        )
+    def _configured(cls, config: Config) -> dict[str, Any]:
+        return {"uv": config.uv_command, "index_url": config.pypi_index}
 
     def environment(self) -> Environment:
         implementation, version, base = python_facts(self.python)
