@@ -21,7 +21,7 @@ from cairn.stages import Stage
 from cairn.store import decisions, progress, stage_runs
 from cairn.store import dependency_requests as dep_ledger
 from cairn.store import jobs as job_ledger
-from cairn.store.records import RequestStatus
+from cairn.store.records import RequestStatus, RunKind
 
 MAX_ATTEMPTS = 3
 CORRECTIVE_NOTE = (
@@ -72,7 +72,7 @@ def _take_turn(drive: Drive, agent: Agent, saved: context.JobContext, corrective
             drive.job.id,
             agent=agent.name,
             seconds=time.monotonic() - started,
-            run_kind="corrective" if corrective else "normal",
+            run_kind=RunKind.corrective if corrective else RunKind.normal,
         )
     return outcome
 
