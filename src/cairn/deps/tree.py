@@ -116,15 +116,6 @@ def make_read_only(folder: Path) -> None:
     os.chmod(folder, stat.S_IMODE(os.stat(folder).st_mode) & ~0o222)
 
 
-def remove_tree(folder: Path) -> None:
-    """Remove a (possibly read-only) folder and everything in it; nothing if it is missing."""
-    if not os.path.lexists(folder):
-        return
-    for path, _dirs, _files in os.walk(folder):  # never follows a symlink below `folder`
-        os.chmod(path, 0o700)
-    shutil.rmtree(folder)
-
-
 def check_entry(folder: Path, outside_links: Sequence[str], cache_root: Path) -> None:
     """Refuse special files, and links that leave `folder` (but to `outside_links`)."""
     allowed = allowed_outside(outside_links)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from cairn.canonical import digest
 from cairn.engine import (
     Evidence,
     Expect,
@@ -10,7 +11,6 @@ from cairn.engine import (
     StageDef,
     Undecidable,
     Upstream,
-    digest,
     perform,
 )
 from cairn.errors import WorkspaceError

@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from cairn.errors import InvalidState, NotAllowed, UsageError
 from cairn.jobs.access import missing_access
 from cairn.jobs.fresh_baseline import blocked_by_repository, resume_note
-from cairn.jobs.policy import REASON_LIMIT, GroupPolicy, policy_label
+from cairn.jobs.policy import REASON_LIMIT, Approval, GroupPolicy, policy_label
 from cairn.next_action import Action, NextAction
 from cairn.sanitize import Sanitizer, strip_control
 from cairn.stages import Gate, Stage, Status, Verdict
@@ -30,7 +30,7 @@ from cairn.store import decisions
 from cairn.store import dependency_requests as dep_ledger
 from cairn.store import jobs as job_ledger
 from cairn.store.identity import get_group, get_user, membership
-from cairn.store.records import Group, Job, Request, RequestStatus
+from cairn.store.records import Group, Job, Request, RequestStatus, Role
 from cairn.store.rooms import get_room
 
 GATE_AT = {
@@ -181,8 +181,8 @@ def authorize(
             f"{actor} is not a member of group {group.name}, which owns the job's room; "
             f"only its admins decide the {gate} gate"
         )
-    needed = policy.dependency_approval if gate is Gate.dependency else "admin"
-    if needed == "admin" and found.role != "admin":
+    needed = policy.dependency_approval if gate is Gate.dependency else Approval.admin
+    if needed is Approval.admin and found.role is not Role.admin:
         setting = " (dependency_approval=admin)" if gate is Gate.dependency else ""
         raise NotAllowed(
             f"only an admin of group {group.name} can decide the {gate} gate{setting}; "
@@ -199,7 +199,7 @@ def _requester_or_admin(conn: sa.Connection, job: Job, actor: str, what: str) ->
     request = job_ledger.get_request(conn, job.request_id)
     user = get_user(conn, actor)
     found = membership(conn, _group(conn, job).id, user.id)
-    if user.id != request.requester_id and (found is None or found.role != "admin"):
+    if user.id != request.requester_id and (found is None or found.role is not Role.admin):
         raise NotAllowed(
             f"only the requester or an admin of the room's group can {what} job {job.id}"
         )
