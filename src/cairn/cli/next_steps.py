@@ -54,7 +54,7 @@ _CLAUSE = {
         "; an admin other than the requester approves it with {run} "
         "(a requester never approves their own run, even as an admin)"
     ),
-    Action.approve_dependency: "; an admin approves the package it asks for with {run}",
+    Action.approve_dependency: "; {run} approves the package it asks for",
     Action.reject: "; {run} rejects it",
     Action.add_admin: "; alone? add a second admin with {run}",
     Action.auto_approve_runs: "; or let the policy approve interactive runs with {run}",
