@@ -150,13 +150,19 @@ def feed_message(job: Job, request: Request) -> str:
 
 
 def outcome_id(job: Job) -> str:
-    """The identity of what a job came to: its result, status and diagnosis together.
+    """The identity of what a job came to: its result, status, diagnosis and next actions.
 
-    Rule 6: two results with the same body but different diagnoses are different results.
+    Rule 6: two results with the same body but different diagnoses are different results,
+    and so are two that differ only in what they offer to do next.
     """
-    return digest(
-        {"result": job.result_fingerprint, "status": job.status.value, "diagnosis": job.diagnosis}
-    )
+    what: dict[str, Any] = {
+        "result": job.result_fingerprint,
+        "status": job.status.value,
+        "diagnosis": job.diagnosis,
+    }
+    if job.next_actions:  # without any, an id stays what it was before next actions existed
+        what["next"] = to_data(job.next_actions)
+    return digest(what)
 
 
 def _summaries(conn: sa.Connection, where: Any) -> list[JobSummary]:
