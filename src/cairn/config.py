@@ -5,18 +5,12 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, Field, ValidationError
 from pydantic_core import PydanticCustomError
-from pydantic_settings import (
-    BaseSettings,
-    EnvSettingsSource,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
-)
-from pydantic_settings.sources.utils import parse_env_vars
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from cairn.errors import UsageError
 
@@ -107,11 +101,9 @@ class Config(BaseSettings):
     and tests that build one directly get exactly what they passed.
     """
 
-    # An empty variable counts as unset. By name as well as by alias: Python code builds
-    # Config(uv_command=...), the environment says CAIRN_UV.
-    model_config = SettingsConfigDict(
-        frozen=True, env_prefix="CAIRN_", env_ignore_empty=True, validate_by_name=True
-    )
+    # By name as well as by alias: Python code builds Config(uv_command=...), the environment
+    # says CAIRN_UV (see `_variables`).
+    model_config = SettingsConfigDict(frozen=True, validate_by_name=True)
 
     home: Folder
     database_url: Annotated[str | None, AfterValidator(_store_url)] = None
@@ -185,7 +177,7 @@ class Config(BaseSettings):
         Any value cairn cannot use is a UsageError that names the variable and what to set.
         """
         env = os.environ if environ is None else environ
-        values = _Variables(cls, env)()
+        values: dict[str, Any] = _variables(cls, env)
         try:
             values["home"] = home or values.get("home") or default_home(env)
             return cls(**values)
@@ -195,21 +187,22 @@ class Config(BaseSettings):
             raise UsageError(_refusal(cls, exc)) from None
 
 
-class _Variables(EnvSettingsSource):
-    """pydantic-settings' reading of CAIRN_* variables, from a given mapping."""
+def _variables(settings: type[Config], environ: Mapping[str, str]) -> dict[str, Any]:
+    """The CAIRN_* variables that are set, by the setting they give.
 
-    def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> None:
-        self._environ = environ
-        super().__init__(settings_cls)
-        # One name per setting: CAIRN_UV, never CAIRN_UV_COMMAND as well (the field's name is
-        # for Python code that builds a Config).
-        self.config = self.config | {"validate_by_name": False}
-
-    def _load_env_vars(self) -> Mapping[str, str | None]:
-        # Variable names are case-sensitive on POSIX: cairn_user is not CAIRN_USER. (Matching
-        # stays case-insensitive only so that CAIRN_ + a field's name finds the variable.)
-        named = {name: value for name, value in self._environ.items() if name == name.upper()}
-        return parse_env_vars(named, False, self.env_ignore_empty, self.env_parse_none_str)
+    One name per setting, matched case-sensitively as POSIX does (cairn_user is not
+    CAIRN_USER): CAIRN_ + the setting's name, or its alias (CAIRN_UV, never CAIRN_UV_COMMAND;
+    the field's name is for Python code that builds a Config). An empty variable counts as
+    unset. Read here rather than by pydantic-settings' environment source, which reads only
+    os.environ unless one overrides its private loader.
+    """
+    found: dict[str, Any] = {}
+    for name, info in settings.model_fields.items():
+        alias = info.validation_alias
+        value = environ.get(alias if isinstance(alias, str) else f"CAIRN_{name.upper()}")
+        if value:
+            found[name] = value
+    return found
 
 
 def _urls(variable: str, example: str) -> dict[str, str]:

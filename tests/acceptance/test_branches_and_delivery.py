@@ -86,6 +86,8 @@ def test_a_merge_left_to_a_person_is_not_a_delivery_and_resume_merges_it(cli: Cl
     why = f"branch {branch} pushed; merge left to a person: main is checked out with local changes"
     assert blocked["diagnosis"].startswith(why)
     assert why in worked.stdout and f"cairn resume {job}" in worked.stdout
+    assert worked.stdout.count(f"cairn resume {job}") == 1, "one line per job, each step once"
+    assert f"`cairn cancel {job}` stops it instead" in worked.stdout
     assert "Delivered." not in blocked["feed"]
     assert [row["status"] for row in cli.json("jobs")] == ["blocked"]
     assert [(e["kind"], e["status"]) for e in blocked["effects"]] == [

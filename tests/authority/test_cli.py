@@ -40,6 +40,21 @@ def test_a_lone_admin_is_told_why_their_run_waits_and_cannot_approve_it(cli: Cli
     assert lines[-2].endswith("awaiting_run_approval (waiting)")
     assert "other than the requester" in lines[-1] and "`cairn approve 1" in lines[-1]
     assert "cairn user add NAME --admin" in lines[-1]
+    assert lines[-1] == (
+        "job 1: waits at the run gate; an admin other than the requester approves it with "
+        "`cairn approve 1 --as NAME` (a requester never approves their own run, even as an "
+        "admin); `cairn reject 1 --reason ...` rejects it; alone? add a second admin with "
+        "`cairn user add NAME --admin`; or let the policy approve interactive runs with "
+        "`cairn group policy default --run-approval auto --auto-kinds interactive`"
+    ), "one line, each command once"
+    # The waiting job carries the same steps, structured.
+    [waiting] = cli.json("jobs")
+    assert waiting["next"] == [
+        {"action": "approve_run", "job": 1},
+        {"action": "reject", "job": 1},
+        {"action": "add_admin"},
+        {"action": "auto_approve_runs", "group": "default"},
+    ]
 
     refused = _error(cli("approve", "1", expect=1))
     assert "cannot approve its run, even as an admin" in refused
@@ -48,6 +63,11 @@ def test_a_lone_admin_is_told_why_their_run_waits_and_cannot_approve_it(cli: Cli
     cli("user", "add", "bob", "--admin")
     cli("approve", "1", "--as", "bob")
     cli.work()
+    [review] = cli.json("jobs")
+    assert (review["stage"], review["next"]) == (
+        "awaiting_review",
+        [{"action": a, "job": 1} for a in ("review", "approve", "reject")],
+    )
     cli("reject", "1", "--reason", "on second thought, no")  # admin rejects their own PR
     shown = cli.show(1)
     assert [(d["gate"], d["verdict"], d["actor"]) for d in shown["decisions"]] == [
@@ -140,6 +160,10 @@ def test_a_removed_requester_blocks_the_job_at_the_gate_until_added_back(cli: Cl
 
     cli("group", "member", "add", "default", "alice")
     assert "waits at awaiting_dependency_approval again" in cli("resume", str(job)).stdout
+    assert cli.show(job)["next"] == [
+        {"action": "approve_dependency", "job": job},
+        {"action": "reject", "job": job},
+    ], "waiting again, it offers the gate's decisions again"
     cli("approve", str(job))
     cli.work()
     assert cli.show(job)["stage"] == "awaiting_review"
@@ -176,3 +200,15 @@ def test_approve_works_right_after_submit(cli: Cli) -> None:
     assert [(d["gate"], d["verdict"], d["actor"]) for d in shown["decisions"]] == [
         ("run", "approved", "bob")
     ]
+
+
+def test_a_stored_next_action_cairn_does_not_know_is_a_damaged_store_not_a_traceback(
+    cli: Cli,
+) -> None:
+    cli.room()
+    job = cli.submit(WRITE)
+    _sql(cli, "UPDATE jobs SET next_actions = ? WHERE id = ?", '[{"action": "teleport"}]', job)
+    assert _error(cli("jobs", expect=1)) == (
+        "error: the store is damaged: a job's next actions are not ones this cairn knows; "
+        "restore the store from a backup, or upgrade cairn if a newer one wrote it"
+    )

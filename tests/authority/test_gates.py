@@ -7,9 +7,9 @@ import pytest
 from cairn.errors import NotAllowed, UsageError
 from cairn.jobs import gates
 from cairn.jobs.policy import change_policy
-from cairn.store import contexts, identity
+from cairn.store import identity
 from cairn.store.records import Job
-from cairn.testing.harness import Cairn
+from cairn.testing.harness import Cairn, Turns
 
 from .conftest import ASKS_FOR_RICH, WRITE_B
 
@@ -100,7 +100,7 @@ def test_an_auto_approved_scheduled_run_records_the_policy_it_used(team: Cairn) 
     )
 
 
-def test_a_rejected_dependency_reaches_the_agent_with_its_reason(team: Cairn) -> None:
+def test_a_rejected_dependency_reaches_the_agent_with_its_reason(team: Cairn, turns: Turns) -> None:
     job = team.submit(ASKS_FOR_RICH)
     team.work()
     team.approve(job.id)
@@ -108,8 +108,7 @@ def test_a_rejected_dependency_reaches_the_agent_with_its_reason(team: Cairn) ->
     team.reject(job.id, "use the standard library's colours")
     team.work()
     assert _stage(team, job) == ("awaiting_review", "waiting")
-    with team.store.begin() as conn:
-        notes = contexts.load(conn, job.id)["agent"].get("notes_seen", [])
+    notes = turns.notes(job.id)
     assert any("use the standard library's colours" in note for note in notes), notes
 
 

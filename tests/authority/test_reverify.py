@@ -7,9 +7,9 @@ import pytest
 from cairn.errors import NotAllowed
 from cairn.jobs import gates
 from cairn.jobs.policy import change_policy
-from cairn.store import contexts, identity
+from cairn.store import identity
 from cairn.store.rooms import get_room, rebind_room
-from cairn.testing.harness import Cairn
+from cairn.testing.harness import Cairn, Turns
 from cairn.testing.repos import make_sample_repo
 
 from .conftest import ASKS_FOR_RICH, WRITE_B
@@ -34,21 +34,16 @@ def _set_alice(team: Cairn, member: bool) -> None:
             identity.remove_membership(conn, group.id, alice.id)
 
 
-def _agent_position(team: Cairn, job_id: int) -> int:
-    with team.store.begin() as conn:
-        return int(contexts.load(conn, job_id)["agent"]["position"])
-
-
 def _workspace_has(team: Cairn, job_id: int, name: str) -> bool:
     path = team.workspace(job_id)
     return (path / name).exists()
 
 
 def test_removing_the_requester_at_the_dependency_gate_blocks_the_job_instead_of_running_it(
-    team: Cairn,
+    team: Cairn, turns: Turns
 ) -> None:
     job_id = _at_dependency_gate(team)
-    position = _agent_position(team, job_id)
+    handed = len(turns.of(job_id))
     _set_alice(team, member=False)
 
     blocked = team.approve(job_id, actor="admin")
@@ -59,7 +54,8 @@ def test_removing_the_requester_at_the_dependency_gate_blocks_the_job_instead_of
     assert [d["gate"] for d in detail["decisions"]] == ["run"], "the approval was not recorded"
     assert detail["dependency_requests"][0]["status"] == "pending"
     assert team.work() == [], "no runner picks up a blocked job"
-    assert _agent_position(team, job_id) == position and not _workspace_has(team, job_id, "a2.txt")
+    assert len(turns.of(job_id)) == handed, "the agent was handed no further turn"
+    assert not _workspace_has(team, job_id, "a2.txt")
 
     with team.store.begin() as conn, pytest.raises(NotAllowed, match="no longer a member"):
         gates.resume(conn, job_id, "admin")
@@ -77,10 +73,10 @@ def test_removing_the_requester_at_the_dependency_gate_blocks_the_job_instead_of
 
 
 def test_a_requester_removed_after_the_approval_is_blocked_when_the_runner_resumes(
-    team: Cairn,
+    team: Cairn, turns: Turns
 ) -> None:
     job_id = _at_dependency_gate(team)
-    position = _agent_position(team, job_id)
+    handed = len(turns.of(job_id))
     team.approve(job_id, actor="admin")
     _set_alice(team, member=False)
 
@@ -88,7 +84,7 @@ def test_a_requester_removed_after_the_approval_is_blocked_when_the_runner_resum
     detail = team.detail(job_id)
     assert (detail["status"], detail["stage"]) == ("blocked", "awaiting_dependency_approval")
     assert "alice is no longer a member of group default" in detail["diagnosis"]
-    assert _agent_position(team, job_id) == position, "the agent did not take another step"
+    assert len(turns.of(job_id)) == handed, "the agent did not take another step"
     assert not _workspace_has(team, job_id, "a2.txt")
 
     _set_alice(team, member=True)

@@ -409,7 +409,7 @@ def test_a_hit_hashes_no_content_and_links_the_recorded_inodes(
     def no_hashing(path: str) -> bytes:
         raise AssertionError("a hit must not hash content")
 
-    monkeypatch.setattr(tree_module, "_sha256", no_hashing)
+    monkeypatch.setattr(tree_module, "file_sha256", no_hashing)
     for job in ("job-2", "job-3"):
         target = tmp_path / job
         target.mkdir()
@@ -488,8 +488,8 @@ def test_a_touched_but_unchanged_file_is_hashed_in_full_and_used(
     before = index.stat()
     os.utime(index, ns=(before.st_atime_ns, before.st_mtime_ns + 10**9))
     hashed = []
-    real_sha256 = tree_module._sha256
-    monkeypatch.setattr(tree_module, "_sha256", lambda p: hashed.append(p) or real_sha256(p))
+    real_sha256 = tree_module.file_sha256
+    monkeypatch.setattr(tree_module, "file_sha256", lambda p: hashed.append(p) or real_sha256(p))
     target = used_again(tmp_path, cache, installer, record)
     assert str(index) in hashed  # the fallback hashed the content, which had not changed
     assert (target / "node_modules/left-pad/index.js").stat().st_ino == before.st_ino
@@ -549,5 +549,8 @@ def test_recording_waits_out_the_timestamp_tick(
     assert slept == []
     record_written_at("ns", now - 1_000)  # nanosecond timestamps: a jiffy or two
     assert 0 < slept[-1] <= 0.02
-    record_written_at("s", now - now % 10**9)  # whole seconds (FAT, HFS+): up to 2 s
-    assert 1 <= slept[-1] <= 2
+    # Whole seconds (FAT, HFS+): a tick of up to 2 s, far longer than a jiffy. The mtime is
+    # taken now, not at the start: on a busy machine a second may already have gone by.
+    second = time.time_ns() // 10**9 * 10**9
+    record_written_at("s", second)
+    assert 0.02 < slept[-1] <= 2

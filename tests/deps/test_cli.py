@@ -71,6 +71,11 @@ def test_verify_quarantines_a_changed_entry_and_prune_removes_it(
     assert f"quarantined {first['fingerprint'][:12]}" in report
     statuses = {e["fingerprint"]: e["status"] for e in json.loads(cairn(home, "list", "--json"))}
     assert statuses == {first["fingerprint"]: "quarantined", second["fingerprint"]: "ready"}
+    # The list says what to do about the quarantined entry, in words and in structured form.
+    listed = {e["fingerprint"]: e["next"] for e in json.loads(cairn(home, "list", "--json"))}
+    assert listed == {first["fingerprint"]: [{"action": "prune_cache"}], second["fingerprint"]: []}
+    [line] = [x for x in cairn(home, "list").splitlines() if "quarantined" in x]
+    assert line.startswith(first["fingerprint"][:12]) and "run `cairn cache prune`" in line
 
     [removed] = json.loads(cairn(home, "prune", "--json"))
     assert removed["fingerprint"] == first["fingerprint"]

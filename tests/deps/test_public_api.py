@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 import cairn.deps
+from cairn.config import Config
 from cairn.deps import NpmInstaller, UvInstaller, get_installer, installer_kinds
+from cairn.deps.installer import configured_installer
 from cairn.errors import UsageError
 
 from .conftest import uv_path
@@ -29,3 +32,13 @@ def test_installers_are_found_by_short_name_and_a_wrong_name_lists_the_valid_one
         get_installer("pip")
     with pytest.raises(UsageError, match="no known installer was named; valid installers"):
         get_installer("/home/alice/bin/uv")
+
+
+def test_an_ecosystem_s_installer_is_built_from_the_configuration(tmp_path: Path) -> None:
+    config = Config(home=tmp_path, uv_command=uv_path(), pypi_index="https://pypi.example/simple")
+    built = configured_installer(config, "pypi")
+    assert isinstance(built, UvInstaller)
+    assert (built.uv, built.index_url) == (str(uv_path()), "https://pypi.example/simple")
+    assert built.download_cache == config.downloads_dir / "uv"
+    with pytest.raises(UsageError, match="unknown ecosystem 'conda'; valid ecosystems: npm, pypi"):
+        configured_installer(config, "conda")

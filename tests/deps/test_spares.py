@@ -52,14 +52,13 @@ def test_the_next_materialization_takes_the_spare_by_a_rename(
     folder_inode = spare.stat().st_ino
 
     def fails(*args: object, **kwargs: object) -> None:
-        raise AssertionError("a spare is moved in, not linked or hashed")
+        raise AssertionError("a spare is moved in, not hashed")
 
-    monkeypatch.setattr(manifest_module, "_link_folder", fails)
-    monkeypatch.setattr(tree_module, "_sha256", fails)
+    monkeypatch.setattr(tree_module, "file_sha256", fails)
     workspace = new_workspace(tmp_path, "job-2")
     assert len(cache.materialize(installer, record, workspace)) == 2
     moved = workspace / "node_modules"
-    assert moved.stat().st_ino == folder_inode
+    assert moved.stat().st_ino == folder_inode, "the spare's own folder: moved, not linked"
     assert (moved / "left-pad" / "index.js").stat().st_ino == index.stat().st_ino
     assert (moved / MARKER).read_text().strip() == record.fingerprint
     assert spares.held(cache.root) == [] and not spare.parent.exists()
@@ -125,14 +124,21 @@ def test_a_process_keeps_a_few_spares_for_the_entries_it_used_last(
     assert not made[0].exists()
 
 
-HOLD_A_POOL = """
+HOLD_A_SPARE = """
 import sys, time
 from pathlib import Path
-from cairn.deps.spares import SPARES, _owned
-lock, folder = _owned(Path(sys.argv[1]) / SPARES)
-print(folder, flush=True)
+from cairn.deps import DependencyCache, spares
+from cairn.store import Store
+from cairn.testing.installers import FakeInstaller
+store_url, root, near = sys.argv[1:]
+cache = DependencyCache(Store.open(store_url), Path(root))
+[record] = cache.entries()
+assert cache.link_ahead(FakeInstaller(), record, Path(near))
+[spare] = spares.held(Path(root))
+print(spare, flush=True)
 time.sleep(120)
 """
+"""Another runner: it links a spare of the one entry, then lives on, holding it."""
 
 
 def dead_owner(cache: DependencyCache) -> Path:
@@ -150,11 +156,13 @@ def test_the_spares_of_processes_that_are_gone_are_swept_and_live_ones_kept(
     mine = spare_of(cache, tmp_path / "job-1", installer, record)
     assert not early.exists(), "swept when this process first linked a spare"
 
-    argv = [sys.executable, "-c", HOLD_A_POOL, str(cache.root)]
+    store_url = f"sqlite:///{tmp_path}/cairn.db"  # the `sqlite_store` the cache is on
+    argv = [sys.executable, "-c", HOLD_A_SPARE, store_url, str(cache.root), str(tmp_path)]
     with subprocess.Popen(argv, stdout=subprocess.PIPE, text=True) as live:
         try:
             assert live.stdout is not None
             theirs = Path(live.stdout.readline().strip())
+            assert theirs.is_dir() and theirs != mine
             late = dead_owner(cache)
             cache.prune()
             assert not late.exists()
@@ -199,7 +207,7 @@ def test_a_link_changed_while_a_spare_is_recorded_is_refused(
     tmp_path: Path, cache: DependencyCache, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     installer, record = linked_package(tmp_path, cache)
-    settle = manifest_module._settle
+    settle = manifest_module.settle
 
     def swap_the_link(mtimes: list[int]) -> None:
         [link] = cache.root.glob(f"{spares.SPARES}/*/*/node_modules/bin-link")
@@ -207,7 +215,7 @@ def test_a_link_changed_while_a_spare_is_recorded_is_refused(
         link.symlink_to("/etc/shadow")
         settle(mtimes)
 
-    monkeypatch.setattr(manifest_module, "_settle", swap_the_link)
+    monkeypatch.setattr(manifest_module, "settle", swap_the_link)
     assert not cache.link_ahead(installer, record, tmp_path / "job-1")
     assert spares.held(cache.root) == []
     assert list(cache.root.glob(f"{spares.SPARES}/*/*")) == [], "nothing is left of it"

@@ -4,6 +4,10 @@ Each seed gets its own home, store and repository. Jobs ask for a dependency, wr
 file, pass verification, and are delivered. A person decides whatever waits at a gate between
 runner processes: odd jobs get their (real, tiny) package installed, even jobs are refused with
 a reason that names the job. The outcome must match an unkilled run exactly.
+
+What each agent was told is checked in the unkilled run, whose runner works in this process
+(the `turns` fixture); the killed runs are checked on what they left: each job's public record,
+the repository and the ledgers.
 """
 
 from __future__ import annotations
@@ -14,18 +18,21 @@ import sys
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from cairn.agents.registry import load_agent_spec
 from cairn.config import Config
-from cairn.engine import Evidence
+from cairn.engine import Evidence, RunStatus
 from cairn.jobs import gates
 from cairn.jobs.runner import Runner
 from cairn.jobs.submit import submit_job
+from cairn.jobs.view import job_detail
 from cairn.sanitize import user_sanitizer
 from cairn.stages import Stage, Status
-from cairn.store import Store, contexts, decisions, identity, stage_runs
+from cairn.store import Store, decisions, identity, stage_runs
 from cairn.store import jobs as job_ledger
 from cairn.store.rooms import create_room
+from cairn.testing.harness import Turns
 from cairn.testing.repos import make_sample_repo
 
 JOBS_PER_SEED = 7
@@ -142,11 +149,12 @@ def _reflog_count(repo: Path, ref: str) -> int:
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_killed_runners_finish_every_job_exactly_once(
-    tmp_path: Path, seed: str, package_downloads: Path
+    tmp_path: Path, seed: str, package_downloads: Path, turns: Turns
 ) -> None:
     calm = _install(tmp_path / "calm-home", tmp_path / "calm", package_downloads)
     calm_store, calm_config, _ = calm
     _run_unkilled(calm_store, calm_config)
+    _assert_each_job_heard_its_own_decision(turns)
     store, _, repo = _install(tmp_path / "home", tmp_path / "chaos", package_downloads)
     try:
         kills = _run_killed(store, tmp_path / "home", seed)
@@ -174,19 +182,39 @@ def test_killed_runners_finish_every_job_exactly_once(
         calm_store.close()
 
 
-def _assert_ledgers_hold(conn) -> None:
-    for job in job_ledger.list_jobs(conn):
-        state = contexts.load(conn, job.id)
-        assert state is not None
-        seen = " ".join(state["agent"].get("notes_seen", []))
-        if job.id % 2:
+def _assert_each_job_heard_its_own_decision(turns: Turns) -> None:
+    """In the unkilled run, what cairn told each agent: its own decision, nobody else's."""
+    for n in range(1, JOBS_PER_SEED + 1):
+        seen = " ".join(turns.notes(n))
+        if n % 2:
             assert "six==1.16.0 was approved and installed" in seen, "it heard its own decision"
         else:
-            assert f"rejected: {_refusal(job.id)}" in seen, "the job heard its own decision"
-        others = [_refusal(n) for n in range(1, JOBS_PER_SEED + 1) if n != job.id]
+            assert f"rejected: {_refusal(n)}" in seen, "the job heard its own decision"
+        others = [_refusal(m) for m in range(1, JOBS_PER_SEED + 1) if m != n]
         assert not any(other in seen for other in others), "a job saw another job's context"
+
+
+def _assert_ledgers_hold(conn: sa.Connection) -> None:
+    """In the killed run, each job's public record holds its own decision and nobody else's."""
+    for job in job_ledger.list_jobs(conn):
+        detail = job_detail(conn, job.id)
+        (asked,) = detail.dependency_requests
+        (decided,) = [d for d in detail.decisions if d.gate == "dependency"]
+        # The agent resumed after the decision: through the install when it was approved.
+        stages = [e.stage for e in detail.events]
+        gate = len(stages) - stages[::-1].index("awaiting_dependency_approval")
+        after = [e.stage for e in detail.events[gate:] if e.status == "running"]
+        if job.id % 2:
+            assert (asked.status, decided.verdict) == ("approved", "approved")
+            assert "running_agent" in after[after.index("installing_dependency") :], after
+        else:
+            assert (asked.status, decided.reason) == ("rejected", _refusal(job.id))
+            assert "running_agent" in after and "installing_dependency" not in stages, stages
+        shown = detail.model_dump_json()
+        others = [_refusal(n) for n in range(1, JOBS_PER_SEED + 1) if n != job.id]
+        assert not any(other in shown for other in others), "a job saw another job's context"
         for run in stage_runs.for_job(conn, job.id):
-            if run.status == "accepted":
+            if run.status is RunStatus.accepted:
                 assert run.evidence is not None and run.content_id
                 held = Evidence.from_data(run.evidence)
                 assert held.shortfalls([]) == [], f"{run.stage} accepted with short evidence"

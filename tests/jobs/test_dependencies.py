@@ -24,10 +24,8 @@ from cairn.deps.uv import find_uv
 from cairn.jobs import gates
 from cairn.stages import Stage, Status
 from cairn.store.dependency_caches import CacheStatus
-from cairn.testing.harness import Cairn
+from cairn.testing.harness import Cairn, Turns
 from cairn.testing.repos import commit_file
-
-from .conftest import Turns
 
 pytestmark = pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
 

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 
 import pytest
 
 from cairn.errors import NotAllowed, UsageError
+from cairn.jobs.view import outcome_id
+from cairn.next_action import Action, NextAction
 from cairn.stages import Stage, Status
-from cairn.testing.harness import Cairn
-
-from .conftest import Turns
+from cairn.testing.harness import Cairn, Turns
 
 DEPENDENCY_THEN_WRITE = """
 steps:
@@ -305,3 +306,7 @@ def test_rule_6_same_body_with_a_different_diagnosis_is_a_different_result(cairn
     assert first["result_fingerprint"] == other["result_fingerprint"]
     assert first["outcome_id"] == same["outcome_id"]
     assert first["outcome_id"] != other["outcome_id"]
+    # What an outcome offers to do next is part of it too.
+    ended = cairn.job(jobs[0].id)
+    offering = dataclasses.replace(ended, next_actions=(NextAction(Action.retry, job=ended.id),))
+    assert outcome_id(ended) == first["outcome_id"] != outcome_id(offering)

@@ -11,7 +11,7 @@ import typer
 from cairn.cli.context import JSON_OPTION, Session, command_group, console, print_json, session
 from cairn.cli.next_steps import with_next
 from cairn.errors import UsageError
-from cairn.next_action import Action, NextAction
+from cairn.next_action import Action, NextAction, from_data, to_data
 
 if TYPE_CHECKING:
     from cairn.store.dependency_caches import CacheRecord
@@ -65,7 +65,7 @@ def verify(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
         ready = sum(1 for r in after if r.status is CacheStatus.ready)
         console.print(f"{ready} ready entries match their recorded content")
         for record in changed:
-            why = with_next(record.diagnosis or "", [NextAction(Action.prune_cache)])
+            why = with_next(record.diagnosis or "", _next(record))
             console.print(f"quarantined {record.fingerprint[:12]}: {why}")
     if changed:
         raise typer.Exit(1)
@@ -112,9 +112,18 @@ def entry_row(record: CacheRecord) -> dict[str, Any]:
         "package_count": record.package_count,
         "size_bytes": record.size_bytes,
         "diagnosis": record.diagnosis,
+        "next": to_data(_next(record)),
         "created_at": record.created_at.isoformat(),
         "last_used_at": record.updated_at.isoformat(),
     }
+
+
+def _next(record: CacheRecord) -> tuple[NextAction, ...]:
+    """What to do about an entry: a quarantined one is never used again, only pruned."""
+    from cairn.store.dependency_caches import CacheStatus
+
+    quarantined = record.status is CacheStatus.quarantined
+    return (NextAction(Action.prune_cache),) if quarantined else ()
 
 
 def _line(row: dict[str, Any]) -> str:
@@ -123,7 +132,9 @@ def _line(row: dict[str, Any]) -> str:
         f"{row['fingerprint'][:12]}  {row['ecosystem']:<5} {row['status']:<11} "
         f"{count:>5} packages  {_size(row['size_bytes'] or 0):>9}"
     )
-    return f"{text}  {row['diagnosis']}" if row["diagnosis"] else text
+    if not row["diagnosis"]:
+        return text
+    return f"{text}  {with_next(row['diagnosis'], from_data(row['next']))}"
 
 
 def _size(size: int) -> str:

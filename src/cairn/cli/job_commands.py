@@ -60,14 +60,15 @@ def run(
 
     Ctrl-C (or SIGTERM) hands the job back and prints the command that continues it.
     """
-    from cairn.cli.progress import StagePrinter, next_step
+    from cairn.cli.next_steps import job_line
+    from cairn.cli.progress import StagePrinter
 
     job = _submit(ctx, room, request, agent, as_user, kind)
     console.print(f"job {job.id} submitted")
     if job.status is Status.waiting:
         # Submit decided the run gate: nothing runs here until a person approves.
         StagePrinter()(job)
-        console.print(f"job {job.id}: {next_step(job)}")
+        console.print(f"job {job.id}: {job_line(job)}")
         return
     driven = _work(ctx, until_idle=True, job_id=job.id)
     if driven and driven[-1].status in (Status.failed, Status.blocked):
@@ -210,8 +211,8 @@ def _submit(
 
 
 def _work(ctx: typer.Context, *, until_idle: bool, job_id: int | None) -> list[Job]:
-    from cairn.cli.next_steps import with_next
-    from cairn.cli.progress import StagePrinter, next_step
+    from cairn.cli.next_steps import job_line
+    from cairn.cli.progress import StagePrinter
     from cairn.engine import Faults
     from cairn.jobs.runner import Runner, Terminated, sigterm_interrupts
 
@@ -233,11 +234,9 @@ def _work(ctx: typer.Context, *, until_idle: bool, job_id: int | None) -> list[J
             errors.print(_stopped(store, job_id))
             raise typer.Exit(143 if isinstance(stop, Terminated) else 130) from None
     for job in driven:
-        if job.diagnosis:
-            console.print(f"job {job.id}: {with_next(job.diagnosis, job.next_actions)}")
-        step = next_step(job)
-        if step:
-            console.print(f"job {job.id}: {step}")
+        line = job_line(job)
+        if line:
+            console.print(f"job {job.id}: {line}")
     return driven
 
 
@@ -252,7 +251,7 @@ def _waiting(job_id: int | None) -> Callable[[], None]:
 
 def _stopped(store: Store, job_id: int | None) -> str:
     """The line a stopped runner leaves: for `run`, the one command that continues its job."""
-    from cairn.cli.progress import next_step
+    from cairn.cli.next_steps import job_line
     from cairn.store import jobs as job_ledger
 
     if job_id is None:
@@ -261,5 +260,5 @@ def _stopped(store: Store, job_id: int | None) -> str:
         job = job_ledger.get_job(conn, job_id)
     if job.status.is_terminal:
         return f"stopped; job {job.id} is {job.status}, nothing to continue"
-    step = next_step(job) or "`cairn work --until-idle` continues it from there"
+    step = job_line(job) or "`cairn work --until-idle` continues it from there"
     return f"stopped; job {job.id} is at {job.stage}: {step}"

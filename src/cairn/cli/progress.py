@@ -12,23 +12,6 @@ from cairn.stages import Status
 if TYPE_CHECKING:
     from cairn.store.records import Job
 
-_NEXT_STEP = {
-    "awaiting_run_approval": (
-        "waits for an admin other than the requester to run `cairn approve {id} --as NAME`; "
-        "a requester never approves their own run, even as an admin. Alone? Add a second admin "
-        "(`cairn user add NAME --admin`) or let the policy approve interactive runs "
-        "(`cairn group policy GROUP --run-approval auto --auto-kinds interactive`)"
-    ),
-    "awaiting_dependency_approval": (
-        "an admin runs `cairn approve {id}` or `cairn reject {id} --reason ...`"
-    ),
-    "awaiting_review": (
-        "review with `cairn show {id}`, then `cairn approve {id}` "
-        "or `cairn reject {id} --reason ...`"
-    ),
-}
-
-
 _STYLE = {
     Status.completed: "green",
     Status.waiting: "yellow",
@@ -55,12 +38,3 @@ class StagePrinter:
             f" ({job.status})",
         )
         console.print(line)
-
-
-def next_step(job: Job) -> str | None:
-    """What a person does next for a job that stopped driving, if anything."""
-    if job.status is Status.waiting:
-        return _NEXT_STEP[job.stage.value].format(id=job.id)
-    if job.status is Status.blocked:
-        return f"fix what the diagnosis says, then `cairn resume {job.id}`"
-    return None

@@ -27,6 +27,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from cairn.canonical import digest
 from cairn.deps import spares
 from cairn.deps.audit import Auditor, quarantine_reason, verdict
 from cairn.deps.fingerprint import DependencyInputs, fingerprint, write_inputs
@@ -38,11 +39,10 @@ from cairn.deps.tree import (
     content_identity,
     make_read_only,
     mirror,
-    remove_tree,
 )
-from cairn.engine.identity import digest
 from cairn.errors import CairnError
 from cairn.locks import locked
+from cairn.removal import remove_tree
 from cairn.sanitize import DIAGNOSIS_LIMIT, bound
 from cairn.store import Store
 from cairn.store import dependency_caches as ledger

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from cairn.engine.identity import digest
+from cairn.canonical import digest
 from cairn.errors import UsageError
 from cairn.no_follow import read_no_follow
 

@@ -21,7 +21,7 @@ import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypedDict
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self, TypedDict
 
 from cairn.agents.base import DependencyAsk
 from cairn.deps.fingerprint import (
@@ -38,6 +38,7 @@ from cairn.next_action import Action, NextAction
 from cairn.sanitize import Sanitizer
 
 if TYPE_CHECKING:
+    from cairn.config import Config
     from cairn.deps.npm import NpmInstaller
     from cairn.deps.uv import UvInstaller
 
@@ -128,10 +129,24 @@ def get_installer(name: str, **options: Any) -> Installer:
     kinds = installer_kinds()
     found = kinds.get(name) if isinstance(name, str) else None
     if found is None:
-        shown = name if isinstance(name, str) and re.fullmatch(r"[\w.-]{1,20}", name) else None
-        what = f"unknown installer {shown!r}" if shown else "no known installer was named"
-        raise UsageError(f"{what}; valid installers: {', '.join(sorted(kinds))}")
+        raise _unknown("installer", name, sorted(kinds))
     return found(**options)
+
+
+def configured_installer(config: Config, ecosystem: str) -> Installer:
+    """The installer registered for `ecosystem` ("pypi" or "npm"), built from `config`."""
+    kinds = {kind.ecosystem: kind for kind in installer_kinds().values()}
+    found = kinds.get(ecosystem) if isinstance(ecosystem, str) else None
+    if found is None:
+        raise _unknown("ecosystem", ecosystem, sorted(kinds))
+    return found.from_config(config)
+
+
+def _unknown(what: str, name: object, valid: Sequence[str]) -> UsageError:
+    # The name may come from anywhere: shown only when it is short and plain.
+    shown = name if isinstance(name, str) and re.fullmatch(r"[\w.-]{1,20}", name) else None
+    said = f"unknown {what} {shown!r}" if shown else f"no known {what} was named"
+    return UsageError(f"{said}; valid {what}s: {', '.join(valid)}")
 
 
 def add_dependency(installer: Installer, workspace: Path, name: str, version: str) -> int:
@@ -290,6 +305,16 @@ class ToolInstaller(abc.ABC):
         self.download_cache = download_cache
         self.runner = runner
         self.timeout = timeout
+
+    @classmethod
+    def from_config(cls, config: Config) -> Self:
+        """The installer with the configured tool, approved source and download cache."""
+        return cls(download_cache=config.downloads_dir / cls.name, **cls._configured(config))
+
+    @classmethod
+    @abc.abstractmethod
+    def _configured(cls, config: Config) -> dict[str, Any]:
+        """This installer's own options as `config` sets them: its tool and approved source."""
 
     @abc.abstractmethod
     def _declared_problem(self, declarations: Path) -> str | None:

@@ -94,7 +94,7 @@ def record_manifest(entry: Path) -> tuple[str, int]:
     only while it hashes to that.
     """
     items = list(walk(entry, (MANIFEST,)))
-    _settle([info.st_mtime_ns for _, _, info in items])
+    settle([info.st_mtime_ns for _, _, info in items])
     tree, size, pointed = identity(items)
     rows = tuple((r, _facts(info), pointed.get(r, b"")) for r, _, info in items)
     if _changed(entry, rows):  # a write while hashing: what was hashed is not what is there
@@ -119,13 +119,16 @@ def read_manifest(entry: Path, content_id: str | None) -> Manifest:
     return Manifest.decode(data)
 
 
-def _settle(mtimes: Iterable[int]) -> None:
+def settle(mtimes: Iterable[int]) -> None:
     """Wait until a write would give any path a later mtime than the one just recorded.
 
     A write stamps the file system's current tick; a write within the tick of a recorded
     mtime would leave it unchanged (git's "racily clean" files). Where timestamps carry
     nanoseconds a tick is at most a jiffy (10 ms at the slowest kernel clock): wait 20 ms;
     whole-second timestamps may be 2 s apart (FAT): wait 2 s.
+
+    Public as a seam: between linking a tree and walking it to record it, this wait is the
+    moment a concurrent change would land, so a test stands in for it to make that change.
     """
     now = time.time_ns()
     recent = [m for m in mtimes if m > now - 3 * _SECOND]
@@ -217,7 +220,7 @@ def linked_ahead(
     if plan is None:
         return None
     expected = _paths(plan)
-    _settle([info.st_mtime_ns for _, _, info in walk(container)])
+    settle([info.st_mtime_ns for _, _, info in walk(container)])
     made = []
     for relative, path, info in walk(container):
         facts, pointed = expected.pop(relative, (None, b""))

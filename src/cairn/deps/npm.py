@@ -15,7 +15,7 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any, Unpack
+from typing import TYPE_CHECKING, Any, Unpack
 
 from cairn.deps.fingerprint import Environment, without_credentials
 from cairn.deps.installer import (
@@ -29,6 +29,9 @@ from cairn.deps.installer import (
     private_home,
     tool_environment,
 )
+
+if TYPE_CHECKING:
+    from cairn.config import Config
 
 NPMJS = "https://registry.npmjs.org/"
 _KNOWN_FAILURES = (
@@ -73,6 +76,10 @@ class NpmInstaller(ToolInstaller):
         self.npm = str(npm or _which("npm"))
         self.node = str(node or _which("node"))
         self.registry = registry.rstrip("/") + "/"
+
+    @classmethod
+    def _configured(cls, config: Config) -> dict[str, Any]:
+        return {"npm": config.npm_command, "registry": config.npm_registry}
 
     def environment(self) -> Environment:
         return Environment(

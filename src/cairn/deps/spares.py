@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cairn.deps.manifest import Made, entry_unchanged, linked_ahead, still_as_made
-from cairn.deps.tree import remove_tree
 from cairn.locks import flock
+from cairn.removal import remove_tree
 from cairn.store.dependency_caches import CacheRecord
 
 KEEP = 4

@@ -92,13 +92,18 @@ def _file_hashes(paths: list[str]) -> dict[str, bytes]:
     workers = max(1, min(4, os.cpu_count() or 1))
     with ThreadPoolExecutor(workers) as pool:
         shares = pool.map(
-            lambda share: [(p, _sha256(p)) for p in share],
+            lambda share: [(p, file_sha256(p)) for p in share],
             [paths[i::workers] for i in range(workers)],
         )
         return dict(pair for share in shares for pair in share)
 
 
-def _sha256(path: str) -> bytes:
+def file_sha256(path: str) -> bytes:
+    """The hex SHA-256 of one file's content: every file an identity hashes is read here.
+
+    Public as a seam: a test wraps it to see which files an operation read (a cache hit
+    reads none).
+    """
     with open(path, "rb") as handle:
         return hashlib.file_digest(handle, "sha256").hexdigest().encode()
 
@@ -109,15 +114,6 @@ def make_read_only(folder: Path) -> None:
         if not stat.S_ISLNK(info.st_mode):
             os.chmod(path, stat.S_IMODE(info.st_mode) & ~0o222)
     os.chmod(folder, stat.S_IMODE(os.stat(folder).st_mode) & ~0o222)
-
-
-def remove_tree(folder: Path) -> None:
-    """Remove a (possibly read-only) folder and everything in it; nothing if it is missing."""
-    if not os.path.lexists(folder):
-        return
-    for path, _dirs, _files in os.walk(folder):  # never follows a symlink below `folder`
-        os.chmod(path, 0o700)
-    shutil.rmtree(folder)
 
 
 def check_entry(folder: Path, outside_links: Sequence[str], cache_root: Path) -> None:

@@ -17,7 +17,7 @@ import sys
 import tomllib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Unpack
+from typing import TYPE_CHECKING, Any, Unpack
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion
@@ -36,6 +36,9 @@ from cairn.deps.installer import (
     tool_environment,
 )
 from cairn.deps.requests import normalized_name
+
+if TYPE_CHECKING:
+    from cairn.config import Config
 
 PYPI = "https://pypi.org/simple"
 _KNOWN_FAILURES = (
@@ -78,6 +81,10 @@ class UvInstaller(ToolInstaller):
         self.uv = str(uv or find_uv())
         self.python = str(python or sys.executable)
         self.index_url = index_url.rstrip("/")
+
+    @classmethod
+    def _configured(cls, config: Config) -> dict[str, Any]:
+        return {"uv": config.uv_command, "index_url": config.pypi_index}
 
     def environment(self) -> Environment:
         implementation, version, base = python_facts(self.python)

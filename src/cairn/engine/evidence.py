@@ -7,6 +7,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from cairn.errors import InvalidState
+
+Value = int | str | bool | None
+"""What a measurement holds: a count, a name or id, a flag, or nothing."""
+
 
 class Expect(StrEnum):
     at_least = "at_least"
@@ -22,9 +27,9 @@ class Expect(StrEnum):
 @dataclass(frozen=True)
 class Measurement:
     name: str
-    value: int | str | bool | None
+    value: Value
     expect: Expect = Expect.noted
-    target: int | str | bool | None = None
+    target: Value = None
     unit: str = ""
 
     @property
@@ -71,9 +76,24 @@ class Evidence:
         missing = [f"{name}: not measured" for name in required if name not in present]
         return missing + [f"{m} is short" for m in self.measurements if not m.holds]
 
-    def get(self, name: str) -> Any:
+    def get(self, name: str) -> Value:
         """The measured value of `name`, or None."""
         return next((m.value for m in self.measurements if m.name == name), None)
+
+    def get_int(self, name: str) -> int | None:
+        """The measured count of `name`, or None; raises InvalidState when it is not a count."""
+        value = self.get(name)
+        # bool is an int to Python, but a flag read as a count is a record this code never wrote.
+        if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+            return value
+        raise InvalidState(f"evidence {name!r} is {value!r}, not a whole number")
+
+    def get_str(self, name: str) -> str | None:
+        """The measured text of `name`, or None; raises InvalidState when it is not text."""
+        value = self.get(name)
+        if value is None or isinstance(value, str):
+            return value
+        raise InvalidState(f"evidence {name!r} is {value!r}, not text")
 
     def to_data(self) -> dict[str, Any]:
         return {

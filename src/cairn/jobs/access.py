@@ -47,10 +47,14 @@ def missing_access(conn: sa.Connection, job: Job, request: Request) -> LostAcces
         requester = get_user(conn, request.requester_id)
     except NotFound:
         return LostAccess(
-            "the job's room, group or requester no longer exists; an admin can cancel the job"
+            "the job's room, group or requester no longer exists, so it cannot go on",
+            (NextAction(Action.cancel, job=job.id),),
         )
     if room.id != request.room_id:
-        return LostAccess("the job's room changed since the request; an admin can cancel the job")
+        return LostAccess(
+            "the job's room changed since the request, so it cannot go on",
+            (NextAction(Action.cancel, job=job.id),),
+        )
     changed = _binding_change(room, request.scope.get(BINDING_KEY))
     if changed:
         return LostAccess(

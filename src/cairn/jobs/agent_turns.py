@@ -21,7 +21,7 @@ from cairn.stages import Stage
 from cairn.store import decisions, progress, stage_runs
 from cairn.store import dependency_requests as dep_ledger
 from cairn.store import jobs as job_ledger
-from cairn.store.records import RequestStatus
+from cairn.store.records import RequestStatus, RunKind
 
 MAX_ATTEMPTS = 3
 CORRECTIVE_NOTE = (
@@ -73,7 +73,7 @@ def _take_turn(drive: Drive, agent: Agent, saved: context.JobContext, corrective
             drive.job.id,
             agent=agent.name,
             seconds=time.monotonic() - started,
-            run_kind="corrective" if corrective else "normal",
+            run_kind=RunKind.corrective if corrective else RunKind.normal,
             input_tokens=outcome.usage.input_tokens,
             output_tokens=outcome.usage.output_tokens,
         )
@@ -119,7 +119,7 @@ def _corrective_is_due(drive: Drive) -> bool:
     with drive.store.begin() as conn:
         runs = stage_runs.for_job(conn, drive.job.id)
     attempts = [run_record(run) for run in runs if run.stage == Stage.running_agent]
-    return any(run is not None and run.evidence.get("corrective_next") for run in attempts)
+    return any(run is not None and run.evidence.get("corrective_next") is True for run in attempts)
 
 
 def _is_first_job_in_room(drive: Drive) -> bool:

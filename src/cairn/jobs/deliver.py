@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from cairn.canonical import digest
 from cairn.engine import (
     Evidence,
     Expect,
@@ -10,7 +11,6 @@ from cairn.engine import (
     StageDef,
     Undecidable,
     Upstream,
-    digest,
     perform,
 )
 from cairn.errors import WorkspaceError
@@ -24,6 +24,24 @@ from cairn.workspace import delivery
 def _deliver(drive: Drive, upstream: Upstream) -> Result:
     """Push, then merge; a merge left to a person blocks the job here until it is done."""
     sha = reviewed_commit(upstream)
+    reasons: list[str | None] = []
+    pushed, merged = _push_and_merge(drive, sha, reasons)
+    evidence = Evidence.of(
+        Measurement("pushed", int(pushed == sha), Expect.equals, 1),
+        Measurement("merged", int(merged is not None), Expect.equals, 1),
+    )
+    if merged is None:
+        why = _left_to_a_person(drive, next((r for r in reasons if r), None))
+        job = drive.job.id
+        steps = [drive.resume_step(), NextAction(Action.cancel, job=job)]
+        raise Blocked(why, evidence, next_actions=steps)
+    return Result(digest({"pushed": pushed, "merged": merged}), evidence)
+
+
+def _push_and_merge(
+    drive: Drive, sha: str, reasons: list[str | None]
+) -> tuple[str | None, str | None]:
+    """The two effects, each recorded before and after; what stops them blocks the job."""
     effects = StoreEffects(drive.store, drive.job.id, drive.token)
     resume = [drive.resume_step()]
     try:
@@ -35,7 +53,6 @@ def _deliver(drive: Drive, upstream: Upstream) -> Result:
             act=lambda: _push(drive, sha),
             faults=drive.faults,
         )
-        reasons: list[str | None] = []
         merged = perform(
             effects,
             "merge",
@@ -52,16 +69,7 @@ def _deliver(drive: Drive, upstream: Upstream) -> Result:
         raise Blocked(
             f"delivery did not complete: {exc}; fix the cause", next_actions=resume
         ) from exc
-    evidence = Evidence.of(
-        Measurement("pushed", int(pushed == sha), Expect.equals, 1),
-        Measurement("merged", int(merged is not None), Expect.equals, 1),
-    )
-    if merged is None:
-        why = _left_to_a_person(drive, next((r for r in reasons if r), None))
-        job = drive.job.id
-        steps = [drive.resume_step(), NextAction(Action.cancel, job=job)]
-        raise Blocked(why, evidence, next_actions=steps)
-    return Result(digest({"pushed": pushed, "merged": merged}), evidence)
+    return pushed, merged
 
 
 def _left_to_a_person(drive: Drive, why: str | None) -> str:

@@ -15,8 +15,8 @@ import contextlib
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
+from cairn.canonical import digest
 from cairn.config import Config
 from cairn.deps import (
     Auditor,
@@ -27,15 +27,15 @@ from cairn.deps import (
     OsvDirectory,
     OsvService,
     fingerprint,
-    get_installer,
     installer_kinds,
     locked_packages,
     read_inputs,
     with_dependency,
 )
 from cairn.deps.fingerprint import write_inputs
+from cairn.deps.installer import configured_installer
 from cairn.deps.requests import label
-from cairn.engine import Evidence, Expect, Measurement, Result, RunRecord, StageDef, digest
+from cairn.engine import Evidence, Expect, Measurement, Result, RunRecord, StageDef
 from cairn.engine.workflow import Upstream
 from cairn.jobs.drive import Blocked, Drive
 from cairn.jobs.fresh_baseline import REPOSITORY_CAUSE
@@ -44,16 +44,6 @@ from cairn.store import dependency_caches
 from cairn.store.dependency_caches import CacheRecord, CacheStatus
 from cairn.store.records import DependencyRequest
 from cairn.workspace.commands import DEPENDENCY_MARKER
-
-
-def configured_installer(config: Config, ecosystem: str) -> Installer:
-    """The registered installer of an ecosystem, with its configured source and download cache."""
-    [name] = [name for name, kind in installer_kinds().items() if kind.ecosystem == ecosystem]
-    options: dict[str, dict[str, Any]] = {
-        "uv": {"uv": config.uv_command, "index_url": config.pypi_index},
-        "npm": {"npm": config.npm_command, "registry": config.npm_registry},
-    }
-    return get_installer(name, download_cache=config.downloads_dir / name, **options[name])
 
 
 def auditors_of(config: Config) -> list[Auditor]:

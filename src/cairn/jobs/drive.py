@@ -16,6 +16,7 @@ from cairn.engine import NO_FAULTS, Engine, Evidence, Faults, StageDef, StageFai
 from cairn.errors import CairnError, LeaseLost
 from cairn.jobs import context
 from cairn.jobs.access import missing_access
+from cairn.jobs.gates import waiting_actions
 from cairn.jobs.ledger import StoreLedger
 from cairn.next_action import Action, NextAction
 from cairn.sanitize import Sanitizer, user_sanitizer
@@ -128,6 +129,11 @@ class Drive:
         cleaned = self.sanitizer.clean(diagnosis)
         self.move(stage, status, diagnosis=cleaned, next_actions=tuple(next_actions))
 
+    def wait(self, stage: Stage) -> None:
+        """Leave the job waiting at the gate `stage`, with what a person can do about it."""
+        steps = waiting_actions(stage, self.job.id, self.group.name)
+        self.move(stage, Status.waiting, next_actions=steps)
+
     def resume_step(self) -> NextAction:
         """The next action that continues this job once its block is dealt with."""
         return NextAction(Action.resume, job=self.job.id)
@@ -178,7 +184,7 @@ class Drive:
         )
         report = engine.drive(workflow, self)
         if report.paused_at is not None:
-            self.move(Stage(report.paused_at), Status.waiting)
+            self.wait(Stage(report.paused_at))
         else:
             # Reached only once the change is merged: a delivery left to a person blocks.
             self.move(Stage.completed, Status.completed, diagnosis=None)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from cairn.canonical import digest
 from cairn.engine import (
     Evidence,
     Expect,
@@ -14,7 +15,6 @@ from cairn.engine import (
     StageDef,
     StageFailed,
     Upstream,
-    digest,
 )
 from cairn.errors import BoundaryError
 from cairn.jobs.drive import Drive
@@ -106,7 +106,7 @@ def _verify_problem(result: CommandResult, *, changed: bool) -> str | None:
 
 
 def _verify_now(drive: Drive, prior: RunRecord) -> str:
-    exit_status = prior.evidence.get("exit_status")
+    exit_status = prior.evidence.get_int("exit_status")
     return _verified(drive.worktree.content_id(), drive.room.verify_command, exit_status)
 
 
@@ -116,13 +116,13 @@ def _summarize(drive: Drive, upstream: Upstream) -> Result:
     tree = drive.worktree.content_id()
     with drive.store.begin() as conn:
         mark = max((d.id for d in decisions.for_job(conn, drive.job.id)), default=0)
-    if upstream[Stage.verifying].evidence.get("tree") != tree:
+    if upstream[Stage.verifying].evidence.get_str("tree") != tree:
         raise StageFailed("the workspace changed after verification; nothing was delivered")
     with drive.mirror.lock():
         commit = drive.worktree.commit(
             baseline, f"{drive.branch}: {_first_line(drive.request.text)}"
         )
-    told = upstream[Stage.running_agent].evidence.get("agent_summary")
+    told = upstream[Stage.running_agent].evidence.get_str("agent_summary")
     # The commit holds exactly `tree` (checked above against what was verified).
     diffstat = drive.worktree.diffstat(baseline, tree)
     summary = drive.sanitizer.clean(review_text(told, diffstat), SUMMARY_LIMIT)
@@ -178,7 +178,7 @@ def _review(drive: Drive, upstream: Upstream) -> Result:
     summarized = upstream[Stage.summarizing]
     with drive.store.begin() as conn:
         made = decisions.for_job(conn, drive.job.id)
-    mark = summarized.evidence.get("decision_mark") or 0
+    mark = summarized.evidence.get_int("decision_mark") or 0
     later = [d for d in made if d.gate == Gate.integration and d.id > mark]
     if not later or later[-1].verdict != Verdict.approved:
         raise Pause(Stage.awaiting_review.value)

@@ -17,12 +17,14 @@ is verified again (see `access.py`); when it no longer holds, the job is blocked
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlalchemy as sa
 
 from cairn.errors import InvalidState, NotAllowed, UsageError
-from cairn.jobs.access import missing_access
+from cairn.jobs.access import LostAccess, missing_access
 from cairn.jobs.fresh_baseline import blocked_by_repository, resume_note
-from cairn.jobs.policy import REASON_LIMIT, GroupPolicy, policy_label
+from cairn.jobs.policy import REASON_LIMIT, Approval, GroupPolicy, policy_label
 from cairn.next_action import Action, NextAction
 from cairn.sanitize import Sanitizer, strip_control
 from cairn.stages import Gate, Stage, Status, Verdict
@@ -30,7 +32,7 @@ from cairn.store import decisions
 from cairn.store import dependency_requests as dep_ledger
 from cairn.store import jobs as job_ledger
 from cairn.store.identity import get_group, get_user, membership
-from cairn.store.records import Group, Job, Request, RequestStatus
+from cairn.store.records import Group, Job, Request, RequestStatus, Role
 from cairn.store.rooms import get_room
 
 GATE_AT = {
@@ -38,6 +40,22 @@ GATE_AT = {
     Stage.awaiting_dependency_approval: Gate.dependency,
     Stage.awaiting_review: Gate.integration,
 }
+
+
+def waiting_actions(stage: Stage, job_id: int, group: str) -> tuple[NextAction, ...]:
+    """What a person can do about a job waiting at `stage` (a gate of group `group`'s room)."""
+    reject = NextAction(Action.reject, job=job_id)
+    if stage is Stage.awaiting_run_approval:
+        return (
+            NextAction(Action.approve_run, job=job_id),
+            reject,
+            # A lone admin cannot approve their own run: another admin, or the policy, must.
+            NextAction(Action.add_admin),
+            NextAction(Action.auto_approve_runs, group=group),
+        )
+    if stage is Stage.awaiting_dependency_approval:
+        return (NextAction(Action.approve_dependency, job=job_id), reject)
+    return (NextAction(Action.review, job=job_id), NextAction(Action.approve, job=job_id), reject)
 
 
 def approve(
@@ -60,14 +78,7 @@ def approve(
     authorize(conn, gate, Verdict.approved, actor, request=request, group=group, policy=policy)
     lost = missing_access(conn, job, request)
     if lost:
-        return job_ledger.transition(
-            conn,
-            job,
-            job.stage,
-            Status.blocked,
-            diagnosis=Sanitizer(environ={}).clean(lost.diagnosis),
-            next_actions=lost.next_actions,
-        )
+        return _block(conn, job, lost)
     decision = decisions.append(
         conn,
         job_id=job.id,
@@ -81,6 +92,14 @@ def approve(
         pending = dep_ledger.latest(conn, job.id)
         dep_ledger.decide(conn, pending.id, RequestStatus.approved, decision.id)
     return job_ledger.transition(conn, job, job.stage, Status.queued)
+
+
+def _block(conn: sa.Connection, job: Job, lost: LostAccess) -> Job:
+    """Block the job where it waits: its requester's access no longer holds."""
+    diagnosis = Sanitizer(environ={}).clean(lost.diagnosis)
+    return job_ledger.transition(
+        conn, job, job.stage, Status.blocked, diagnosis=diagnosis, next_actions=lost.next_actions
+    )
 
 
 def reject(
@@ -157,10 +176,14 @@ def resume(conn: sa.Connection, job_id: int, actor: str) -> Job:
         conn, job_id=job.id, gate=Gate.resume, verdict=Verdict.resumed, actor=actor, reason=note
     )
     gate = GATE_AT.get(job.stage)
-    back = Status.waiting if gate and not _gate_decided(conn, job, gate) else Status.queued
     # Without a recorded baseline, the runner fetches the base branch again before going on.
-    cleared = {"baseline": None} if fresh else {}
-    return job_ledger.transition(conn, job, job.stage, back, **cleared)
+    fields: dict[str, Any] = {"baseline": None} if fresh else {}
+    if gate and not _gate_decided(conn, job, gate):
+        steps = waiting_actions(job.stage, job.id, _group(conn, job).name)
+        return job_ledger.transition(
+            conn, job, job.stage, Status.waiting, next_actions=steps, **fields
+        )
+    return job_ledger.transition(conn, job, job.stage, Status.queued, **fields)
 
 
 def authorize(
@@ -181,8 +204,8 @@ def authorize(
             f"{actor} is not a member of group {group.name}, which owns the job's room; "
             f"only its admins decide the {gate} gate"
         )
-    needed = policy.dependency_approval if gate is Gate.dependency else "admin"
-    if needed == "admin" and found.role != "admin":
+    needed = policy.dependency_approval if gate is Gate.dependency else Approval.admin
+    if needed is Approval.admin and found.role is not Role.admin:
         setting = " (dependency_approval=admin)" if gate is Gate.dependency else ""
         raise NotAllowed(
             f"only an admin of group {group.name} can decide the {gate} gate{setting}; "
@@ -199,7 +222,7 @@ def _requester_or_admin(conn: sa.Connection, job: Job, actor: str, what: str) ->
     request = job_ledger.get_request(conn, job.request_id)
     user = get_user(conn, actor)
     found = membership(conn, _group(conn, job).id, user.id)
-    if user.id != request.requester_id and (found is None or found.role != "admin"):
+    if user.id != request.requester_id and (found is None or found.role is not Role.admin):
         raise NotAllowed(
             f"only the requester or an admin of the room's group can {what} job {job.id}"
         )

@@ -8,7 +8,7 @@ from cairn.errors import NotAllowed, UsageError
 from cairn.jobs.policy import GroupPolicy, require_group_admin
 from cairn.next_action import Action, NextAction
 from cairn.store import identity as ledger
-from cairn.store.records import Group, Membership, User
+from cairn.store.records import Group, Membership, Role, User
 
 
 def create_user(
@@ -28,7 +28,7 @@ def rotate_token(conn: sa.Connection, name: str, actor: str) -> str:
     acting = ledger.get_user(conn, actor)
     if acting.id != user.id:
         theirs = {g.id for g, _ in ledger.memberships_of(conn, user.id)}
-        mine = {g.id for g, role in ledger.memberships_of(conn, acting.id) if role == "admin"}
+        mine = {g.id for g, role in ledger.memberships_of(conn, acting.id) if role == Role.admin}
         if not theirs & mine:
             raise NotAllowed(
                 f"only {name} or an admin of one of {name}'s groups can replace {name}'s token"
@@ -39,22 +39,22 @@ def rotate_token(conn: sa.Connection, name: str, actor: str) -> str:
 def create_group(conn: sa.Connection, name: str, actor: str, policy: GroupPolicy) -> Group:
     """A new group with `actor` as its first admin; only an admin of some group may create one."""
     user = ledger.get_user(conn, actor)
-    if not any(role == "admin" for _, role in ledger.memberships_of(conn, user.id)):
+    if not any(role == Role.admin for _, role in ledger.memberships_of(conn, user.id)):
         raise NotAllowed(f"only an admin of a group can create a group; {actor} is not one")
     group = ledger.add_group(conn, name, policy.to_dict())
-    ledger.set_membership(conn, group.id, user.id, "admin")
+    ledger.set_membership(conn, group.id, user.id, Role.admin)
     return group
 
 
 def add_member(
     conn: sa.Connection, group: str, name: str, actor: str, role: str
-) -> tuple[Membership, str | None]:
+) -> tuple[Membership, Role | None]:
     """Add `name` to the group, or change their role; returns the role they had before."""
     found = ledger.get_group(conn, group)
     require_group_admin(conn, found, actor, "change who is in it")
     user = ledger.get_user(conn, name)
     before = ledger.membership(conn, found.id, user.id)
-    if before and before.role == "admin" and role != "admin":
+    if before and before.role is Role.admin and role != Role.admin:
         _keep_an_admin(conn, found, user)
     return ledger.set_membership(conn, found.id, user.id, role), before.role if before else None
 
@@ -67,13 +67,13 @@ def remove_member(conn: sa.Connection, group: str, name: str, actor: str) -> Non
     before = ledger.membership(conn, found.id, user.id)
     if before is None:
         raise UsageError(f"{name} is not a member of group {group}; nothing changed")
-    if before.role == "admin":
+    if before.role is Role.admin:
         _keep_an_admin(conn, found, user)
     ledger.remove_membership(conn, found.id, user.id)
 
 
 def _keep_an_admin(conn: sa.Connection, group: Group, leaving: User) -> None:
-    admins = [u for u, role in ledger.members(conn, group.id) if role == "admin"]
+    admins = [u for u, role in ledger.members(conn, group.id) if role == Role.admin]
     if [u.id for u in admins] == [leaving.id]:
         raise UsageError(
             f"{leaving.name} is the last admin of group {group.name}",

@@ -15,21 +15,34 @@ Stored as JSON on the group, for example::
 from __future__ import annotations
 
 import dataclasses
+from enum import StrEnum
 from typing import Any
 
 import sqlalchemy as sa
 
 from cairn.errors import NotAllowed, UsageError
 from cairn.sanitize import Sanitizer
-from cairn.stages import Gate
+from cairn.stages import Gate, Verdict
 from cairn.store import decisions
 from cairn.store import identity as ledger
-from cairn.store.records import Decision, Group
+from cairn.store.records import Decision, Group, Role
+
+
+class Approval(StrEnum):
+    """Who decides a gate under a group's policy."""
+
+    admin = "admin"
+    """An admin of the group (for a run, one other than its requester)."""
+    member = "member"
+    """Any member of the group (dependency requests only)."""
+    auto = "auto"
+    """The policy itself, for the job kinds it names (runs only)."""
+
 
 JOB_KINDS = ("interactive", "scheduled")
-RUN_APPROVALS = ("admin", "auto")
-DEPENDENCY_APPROVALS = ("admin", "member")
-INTEGRATIONS = ("admin",)
+RUN_APPROVALS = (Approval.admin, Approval.auto)
+DEPENDENCY_APPROVALS = (Approval.admin, Approval.member)
+INTEGRATIONS = (Approval.admin,)
 POLICY_GATE = Gate.policy.value
 """The gate name of a policy change in the decision ledger (its job is NULL)."""
 _DEFAULT_AUTO_KINDS = ("scheduled",)
@@ -41,10 +54,15 @@ REASON_LIMIT = 1000
 class GroupPolicy:
     """A group's policy, validated; `describe()` is how decisions name it."""
 
-    run_approval: str = "admin"
+    run_approval: Approval = Approval.admin
     auto_approve_kinds: tuple[str, ...] = ()
-    dependency_approval: str = "admin"
-    integration: str = "admin"
+    dependency_approval: Approval = Approval.admin
+    integration: Approval = Approval.admin
+
+    def __post_init__(self) -> None:
+        # Built in code as GroupPolicy(dependency_approval="member") as well.
+        for name in ("run_approval", "dependency_approval", "integration"):
+            object.__setattr__(self, name, Approval(getattr(self, name)))
 
     @classmethod
     def parse(cls, raw: dict[str, Any]) -> GroupPolicy:
@@ -63,10 +81,10 @@ class GroupPolicy:
                 raise UsageError("a group policy is a JSON object of settings")
             raw = {}
 
-        def pick(key: str, allowed: tuple[str, ...]) -> str:
+        def pick(key: str, allowed: tuple[Approval, ...]) -> Approval:
             value = raw.get(key, allowed[0])
             if value in allowed:
-                return str(value)
+                return Approval(value)
             if strict:
                 raise UsageError(
                     f"{key} (--{key.replace('_', '-')}) must be one of {', '.join(allowed)}, "
@@ -77,19 +95,25 @@ class GroupPolicy:
         run = pick("run_approval", RUN_APPROVALS)
         kinds = _auto_kinds(raw.get("auto_approve_kinds"), run, strict=strict)
         return cls(
-            run_approval=run if kinds else "admin",
+            run_approval=run if kinds else Approval.admin,
             auto_approve_kinds=kinds,
             dependency_approval=pick("dependency_approval", DEPENDENCY_APPROVALS),
             integration=pick("integration", INTEGRATIONS),
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self) | {"auto_approve_kinds": list(self.auto_approve_kinds)}
+        """The policy's JSON form, as stored on the group."""
+        return {
+            "run_approval": self.run_approval.value,
+            "auto_approve_kinds": list(self.auto_approve_kinds),
+            "dependency_approval": self.dependency_approval.value,
+            "integration": self.integration.value,
+        }
 
     def describe(self) -> str:
         """One line naming every setting, e.g. `run_approval=auto(scheduled) ...`."""
-        run = self.run_approval
-        if run == "auto":
+        run = self.run_approval.value
+        if self.run_approval is Approval.auto:
             run += f"({','.join(self.auto_approve_kinds)})"
         return (
             f"run_approval={run} dependency_approval={self.dependency_approval} "
@@ -98,7 +122,7 @@ class GroupPolicy:
 
     def auto_approves(self, kind: str) -> bool:
         """Whether a run of this kind is approved by the policy itself."""
-        return self.run_approval == "auto" and kind in self.auto_approve_kinds
+        return self.run_approval is Approval.auto and kind in self.auto_approve_kinds
 
 
 def policy_label(group: Group, policy: GroupPolicy | None = None) -> str:
@@ -118,9 +142,9 @@ def change_policy(
     require_group_admin(conn, group, actor, "change its policy")
     old = GroupPolicy.of(group)
     merged = old.to_dict() | {k: v for k, v in changes.items() if v is not None}
-    if changes.get("run_approval") == "admin":
+    if changes.get("run_approval") == Approval.admin:
         merged["auto_approve_kinds"] = []
-    elif changes.get("run_approval") == "auto" and not changes.get("auto_approve_kinds"):
+    elif changes.get("run_approval") == Approval.auto and not changes.get("auto_approve_kinds"):
         merged["auto_approve_kinds"] = list(old.auto_approve_kinds or _DEFAULT_AUTO_KINDS)
     new = GroupPolicy.parse(merged)
     if new == old:
@@ -132,8 +156,8 @@ def change_policy(
     decision = decisions.append(
         conn,
         job_id=None,
-        gate=POLICY_GATE,
-        verdict="changed",
+        gate=Gate.policy,
+        verdict=Verdict.changed,
         actor=actor,
         reason=before,
         policy=policy_label(group, new),
@@ -145,32 +169,32 @@ def require_group_admin(conn: sa.Connection, group: Group, actor: str, what: str
     """Refuse unless `actor` is an admin of `group`."""
     user = ledger.get_user(conn, actor)
     found = ledger.membership(conn, group.id, user.id)
-    if found is None or found.role != "admin":
+    if found is None or found.role is not Role.admin:
         raise NotAllowed(
             f"only an admin of group {group.name} can {what}; {actor} is "
             f"{'a member' if found else 'not a member'} of it"
         )
 
 
-def _auto_kinds(raw: Any, run: str, *, strict: bool) -> tuple[str, ...]:
+def _auto_kinds(raw: Any, run: Approval, *, strict: bool) -> tuple[str, ...]:
     """The kinds `run_approval=auto` covers (none for `admin`); by default, scheduled jobs."""
     if raw is None:
-        raw = list(_DEFAULT_AUTO_KINDS) if run == "auto" else []
+        raw = list(_DEFAULT_AUTO_KINDS) if run is Approval.auto else []
     listed = raw if isinstance(raw, list | tuple) else [raw]
     known = tuple(sorted({k for k in listed if k in JOB_KINDS}))
     if not strict:
-        return known if run == "auto" else ()
+        return known if run is Approval.auto else ()
     unknown = [k for k in listed if k not in JOB_KINDS]
     if unknown or not isinstance(raw, list | tuple):
         raise UsageError(
             f"auto_approve_kinds (--auto-kinds) lists job kinds: {', '.join(JOB_KINDS)}"
         )
-    if run == "admin" and known:
+    if run is Approval.admin and known:
         raise UsageError(
             "auto_approve_kinds (--auto-kinds) applies only with run_approval=auto; "
             "pass --run-approval auto too"
         )
-    if run == "auto" and not known:
+    if run is Approval.auto and not known:
         raise UsageError(
             "run_approval=auto needs the job kinds it approves: pass --auto-kinds scheduled"
         )

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from cairn.engine import Evidence, Expect, Measurement, Result, RunRecord, StageDef, digest
+from cairn.canonical import digest
+from cairn.engine import Evidence, Expect, Measurement, Result, RunRecord, StageDef
 from cairn.engine.workflow import Upstream
 from cairn.errors import WorkspaceError
 from cairn.jobs.drive import Blocked, Drive

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
+from cairn.jobs.gates import waiting_actions
 from cairn.jobs.policy import GroupPolicy, policy_label
 from cairn.stages import Gate, Stage, Status, Verdict
 from cairn.store import decisions
@@ -29,7 +30,10 @@ def decide(conn: sa.Connection, job: Job, kind: str, *, runnable: Status = Statu
     group = get_group(conn, get_room(conn, job.room_id).group_id)
     policy = GroupPolicy.of(group)
     if not policy.auto_approves(kind):
-        return job_ledger.transition(conn, job, Stage.awaiting_run_approval, Status.waiting)
+        steps = waiting_actions(Stage.awaiting_run_approval, job.id, group.name)
+        return job_ledger.transition(
+            conn, job, Stage.awaiting_run_approval, Status.waiting, next_actions=steps
+        )
     decisions.append(
         conn,
         job_id=job.id,
@@ -56,6 +60,6 @@ def run_approved(drive: Drive) -> None:
             for d in decisions.for_job(conn, drive.job.id)
         )
     if not passed:
-        drive.move(Stage.awaiting_run_approval, Status.waiting)
+        drive.wait(Stage.awaiting_run_approval)
         return
     drive.move(Stage.preparing_baseline)

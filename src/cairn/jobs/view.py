@@ -13,13 +13,15 @@ from typing import Annotated, Any
 import sqlalchemy as sa
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
 
-from cairn.engine import digest
+from cairn.canonical import digest
+from cairn.engine.effects import EffectStatus
+from cairn.engine.ledger import RunStatus
 from cairn.next_action import NextAction, to_data
-from cairn.stages import Stage, Status
+from cairn.stages import Gate, Stage, Status, Verdict
 from cairn.store import decisions, effects, progress, stage_runs
 from cairn.store import dependency_requests as dep_ledger
 from cairn.store import jobs as job_ledger
-from cairn.store.records import Job, Request
+from cairn.store.records import Job, Request, RequestStatus, RunKind
 from cairn.store.schema import jobs, requests, rooms, users
 from cairn.store.store import installation_of
 
@@ -61,8 +63,8 @@ class Review(View):
 
 
 class StageRunView(View):
-    name: str = Field(validation_alias="stage")
-    status: str
+    name: Stage = Field(validation_alias="stage")
+    status: RunStatus
     attempt: int
     started_at: Timestamp
     ended_at: Timestamp | None
@@ -76,14 +78,14 @@ class StageRunView(View):
 
 
 class EventView(View):
-    stage: str
-    status: str
+    stage: Stage
+    status: Status
     at: Timestamp
 
 
 class DecisionView(View):
-    gate: str
-    verdict: str
+    gate: Gate
+    verdict: Verdict
     actor: str
     reason: str | None
     policy: str | None
@@ -96,13 +98,13 @@ class DependencyRequestView(View):
     name: str
     version: str
     reason: str
-    status: str
+    status: RequestStatus
 
 
 class EffectView(View):
     kind: str
     key: str
-    status: str
+    status: EffectStatus
     ref: str | None
 
 
@@ -148,13 +150,19 @@ def feed_message(job: Job, request: Request) -> str:
 
 
 def outcome_id(job: Job) -> str:
-    """The identity of what a job came to: its result, status and diagnosis together.
+    """The identity of what a job came to: its result, status, diagnosis and next actions.
 
-    Rule 6: two results with the same body but different diagnoses are different results.
+    Rule 6: two results with the same body but different diagnoses are different results,
+    and so are two that differ only in what they offer to do next.
     """
-    return digest(
-        {"result": job.result_fingerprint, "status": job.status.value, "diagnosis": job.diagnosis}
-    )
+    what: dict[str, Any] = {
+        "result": job.result_fingerprint,
+        "status": job.status.value,
+        "diagnosis": job.diagnosis,
+    }
+    if job.next_actions:  # without any, an id stays what it was before next actions existed
+        what["next"] = to_data(job.next_actions)
+    return digest(what)
 
 
 def _summaries(conn: sa.Connection, where: Any) -> list[JobSummary]:
@@ -219,7 +227,7 @@ def _usage(conn: sa.Connection, job_id: int) -> UsageView:
     runs = progress.usage_for_job(conn, job_id)
     return UsageView(
         agent_runs=len(runs),
-        corrective_runs=sum(1 for u in runs if u.run_kind == "corrective"),
+        corrective_runs=sum(1 for u in runs if u.run_kind is RunKind.corrective),
         seconds=round(sum(u.seconds for u in runs), 3),
         input_tokens=sum(u.input_tokens for u in runs),
         output_tokens=sum(u.output_tokens for u in runs),

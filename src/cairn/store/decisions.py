@@ -10,6 +10,7 @@ import sqlalchemy as sa
 
 from cairn.canonical import digest
 from cairn.errors import StoreError
+from cairn.stages import Gate, Verdict
 from cairn.store.records import Decision
 from cairn.store.schema import decisions, utcnow
 
@@ -49,8 +50,8 @@ def append(
     conn: sa.Connection,
     *,
     job_id: int | None,
-    gate: str,
-    verdict: str,
+    gate: Gate,
+    verdict: Verdict,
     actor: str,
     reason: str | None = None,
     policy: str | None = None,
@@ -71,8 +72,9 @@ def append(
         at = utcnow()
         fields: dict[str, Any] = dict(
             job_id=job_id,
-            gate=gate,
-            verdict=verdict,
+            # Stored and hashed as plain text, as every decision before was.
+            gate=Gate(gate).value,
+            verdict=Verdict(verdict).value,
             actor=actor,
             reason=reason,
             policy=policy,

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 
 from cairn.errors import NotFound, UsageError
 from cairn.next_action import Action, NextAction
-from cairn.store.records import Group, Membership, User
+from cairn.store.records import Group, Membership, Role, User
 from cairn.store.schema import groups, memberships, users, utcnow
 
 ROLES = ("member", "admin")
@@ -145,7 +145,7 @@ def set_membership(conn: sa.Connection, group_id: int, user_id: int, role: str) 
                 group_id=group_id, user_id=user_id, role=role, created_at=utcnow()
             )
         )
-    return Membership(group_id=group_id, user_id=user_id, role=role)
+    return Membership(group_id=group_id, user_id=user_id, role=Role(role))
 
 
 def remove_membership(conn: sa.Connection, group_id: int, user_id: int) -> bool:

@@ -39,11 +39,23 @@ class Group(Record):
     created_at: datetime
 
 
+class Role(StrEnum):
+    """What a member may decide in their group."""
+
+    member = "member"
+    """Submits jobs; decides dependency requests where the policy says `member`."""
+    admin = "admin"
+    """Also approves runs and results, changes the policy and manages members."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Membership(Record):
     group_id: int
     user_id: int
-    role: str
+    role: Role
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "role", Role(self.role))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -187,9 +199,22 @@ class Effect(Record):
 class Event(Record):
     id: int
     job_id: int
-    stage: str
-    status: str
+    stage: Stage
+    status: Status
     at: datetime
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "stage", Stage(self.stage))
+        object.__setattr__(self, "status", Status(self.status))
+
+
+class RunKind(StrEnum):
+    """Why an agent run happened."""
+
+    normal = "normal"
+    """The stage's own turn."""
+    corrective = "corrective"
+    """The one extra turn an unchanged first job gets (lifecycle rule 7)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -197,11 +222,14 @@ class Usage(Record):
     id: int
     job_id: int
     agent: str
-    run_kind: str
+    run_kind: RunKind
     seconds: float
     input_tokens: int
     output_tokens: int
     at: datetime
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "run_kind", RunKind(self.run_kind))
 
 
 class StepKind(StrEnum):

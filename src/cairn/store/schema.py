@@ -8,7 +8,13 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 
+from cairn.errors import StoreError
 from cairn.next_action import NextAction, from_data, to_data
+
+DAMAGED_NEXT_ACTIONS = (
+    "the store is damaged: a job's next actions are not ones this cairn knows; restore the "
+    "store from a backup, or upgrade cairn if a newer one wrote it"
+)
 
 metadata = sa.MetaData(
     naming_convention={
@@ -51,7 +57,11 @@ class NextActions(sa.TypeDecorator[tuple[NextAction, ...]]):
         return to_data(value or ())
 
     def process_result_value(self, value: Any, dialect: Dialect) -> tuple[NextAction, ...]:
-        return from_data(value)
+        try:
+            return from_data(value)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            # A row no cairn wrote (or a newer cairn's action): say so, never a traceback.
+            raise StoreError(DAMAGED_NEXT_ACTIONS) from None
 
 
 def utcnow() -> datetime:

@@ -3,19 +3,26 @@
 `make_cairn` sets up a store with group `default`, its people and room `sample` over a sample
 repository; the returned `Cairn` submits script jobs, runs a runner until idle and decides
 gates. Everything goes through cairn's public job functions, as the CLI does.
+
+`recording_turns` records every turn a script agent is handed (`Turns`), so a test checks what
+an agent was told at the agent interface, not in the agent's saved state.
 """
 
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cairn.agents import ScriptAgent
+from cairn.agents.base import Outcome, Turn
 from cairn.agents.registry import load_agent_spec
 from cairn.config import Config
 from cairn.jobs import gates
+from cairn.jobs.policy import change_policy
 from cairn.jobs.runner import Runner
 from cairn.jobs.submit import submit_job
 from cairn.jobs.view import job_detail
@@ -94,14 +101,10 @@ class Cairn:
         with self.store.begin() as conn:
             return gates.reject(conn, job_id, actor, reason)
 
-    def set_policy(self, **policy: str) -> None:
-        """Replace group default's policy."""
-        import sqlalchemy as sa
-
-        from cairn.store.schema import groups
-
+    def set_policy(self, **changes: Any) -> None:
+        """Change group default's policy as its admin `admin`: validated, and a decision."""
         with self.store.begin() as conn:
-            conn.execute(sa.update(groups).where(groups.c.name == "default").values(policy=policy))
+            change_policy(conn, "default", "admin", changes)
 
     def git(self, *args: str) -> str:
         """Run plain git in the room's repository and return what it printed."""
@@ -128,3 +131,40 @@ def make_cairn(
             identity.set_membership(conn, group.id, identity.add_user(conn, name).id, role)
         create_room(conn, name="sample", group_id=group.id, repo=str(repo), base_branch="main")
     return Cairn(store=store, config=config, repo=repo, tmp=tmp)
+
+
+@dataclass
+class Turns:
+    """The turns script agents were handed, in order, as cairn handed them."""
+
+    given: list[Turn] = field(default_factory=list)
+
+    def of(self, job_id: int) -> list[Turn]:
+        """The turns of one job."""
+        return [turn for turn in self.given if turn.job_id == job_id]
+
+    def notes(self, job_id: int) -> list[str]:
+        """Everything cairn told the job's agent, in order."""
+        return [note for turn in self.of(job_id) for note in turn.notes]
+
+    def first_context(self, job_id: int) -> dict[str, Any] | None:
+        """The context the job's first turn started from (None: a fresh one)."""
+        return self.of(job_id)[0].state
+
+
+@contextmanager
+def recording_turns() -> Iterator[Turns]:
+    """Record every turn a `ScriptAgent` of this process is handed, until the block ends."""
+    recorded = Turns()
+    real = ScriptAgent.run_turn
+
+    def run_turn(self: ScriptAgent, turn: Turn) -> Outcome:
+        recorded.given.append(turn)
+        return real(self, turn)
+
+    # Patched on the class: the runner builds its agents itself, out of the test's reach.
+    ScriptAgent.run_turn = run_turn  # type: ignore[method-assign]
+    try:
+        yield recorded
+    finally:
+        ScriptAgent.run_turn = real  # type: ignore[method-assign]

@@ -10,6 +10,7 @@ has cairn gets these fixtures; a conftest.py fixture of the same name takes prec
   PostgreSQL is 127.0.0.1:5432 (or $CAIRN_TEST_POSTGRES); when unreachable the "postgres"
   variants skip, or fail under CAIRN_REQUIRE_POSTGRES=1.
 - `cairn`: a `Cairn` installation (see cairn.testing.harness) on `store`, runs auto-approved.
+- `turns`: every turn a script agent was handed in the test (cairn.testing.harness.Turns).
 - `sample_repo`: a small Python project in git (cairn.testing.repos.make_sample_repo).
 - `fake_installer` / `fake_auditor`: cairn.testing.installers.FakeInstaller and
   cairn.testing.auditor.FakeAuditor, fresh for each test.
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
 
     from cairn.store import Store
     from cairn.testing.auditor import FakeAuditor
-    from cairn.testing.harness import Cairn
+    from cairn.testing.harness import Cairn, Turns
     from cairn.testing.installers import FakeInstaller
     from cairn.testing.openai_server import ScriptedOpenAIServer
 
@@ -141,6 +142,15 @@ def cairn(store: Store, tmp_path: Path, package_downloads: Path) -> Cairn:
 
     # Runs are approved by policy here; cairn's tests/authority covers the run gate with people.
     return make_cairn(store, tmp_path, package_downloads=package_downloads)
+
+
+@pytest.fixture
+def turns() -> Iterator[Turns]:
+    """The turns script agents are handed in this test (job, context, notes)."""
+    from cairn.testing.harness import recording_turns
+
+    with recording_turns() as recorded:
+        yield recorded
 
 
 @pytest.fixture

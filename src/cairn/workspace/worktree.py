@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from cairn.errors import WorkspaceError
+from cairn.removal import remove_tree
 from cairn.workspace.git import IDENTITY, check_branch_name, run_git, try_git
 from cairn.workspace.mirror import Mirror
 
@@ -173,9 +174,6 @@ class Worktree:
 
     def remove(self) -> bool:
         """Remove the worktree folder (and a half-made one); the branch stays. Whether one was."""
-        # Imported here: cairn.deps sits above the workspace layer (it imports from it).
-        from cairn.deps.tree import remove_tree
-
         staging = self.path.with_name(self.path.name + ".partial")
         if not (os.path.lexists(self.path) or os.path.lexists(staging)):
             return False
