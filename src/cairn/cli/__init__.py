@@ -27,7 +27,6 @@ from cairn.cli.context import Session, command_group, errors
 from cairn.cli.demo import demo
 from cairn.cli.next_steps import with_next
 from cairn.errors import CairnError, UsageError
-from cairn.sanitize import edge_sanitizer
 
 app = command_group(
     "Resumable AI coding jobs against git repositories.",
@@ -139,6 +138,8 @@ def _check_arguments(args: list[str]) -> None:
 
 def _fail(args: list[str], message: str, code: int) -> NoReturn:
     """Print one error, as `{"error": ...}` under --json, and exit with `code`."""
+    from cairn.sanitize import edge_sanitizer
+
     # An error may quote what a person typed (a token pasted by mistake): mask it too.
     line = " ".join(edge_sanitizer().clean(message, 2000).split())  # and keep it one line
     if "--json" in (args[: args.index("--")] if "--" in args else args):

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from cairn.errors import UsageError
-from cairn.sanitize import strip_control
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -34,6 +33,8 @@ MAX_ID = 2**31 - 1
 def _console(stderr: bool) -> Console:
     """A Rich console for text people and agents wrote: printed literally, never obeyed."""
     from rich.console import Console
+
+    from cairn.sanitize import strip_control
 
     class UserTextConsole(Console):
         def render_str(self, text: str, **kwargs: Any) -> Any:
@@ -117,6 +118,9 @@ def print_json(value: Any) -> None:
 
 
 def _stripped(value: Any) -> Any:
+    # The sanitizer compiles its patterns on import: only output that is printed pays for it.
+    from cairn.sanitize import strip_control
+
     if isinstance(value, str):
         return strip_control(value)
     if isinstance(value, dict):

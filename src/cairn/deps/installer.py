@@ -14,6 +14,7 @@ import json
 import os
 import platform
 import re
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -283,7 +284,8 @@ class ToolOptions(TypedDict, total=False):
 
 
 class ToolInstaller(abc.ABC):
-    """What the uv and npm installers share: options, and refusing sources not approved.
+    """What the uv and npm installers share: options, the steps of `add` and `prepare` around
+    their own tool's commands, and refusing sources not approved.
 
     Each one is an `Installer` (mypy checks it where `get_installer` returns one).
     """
@@ -294,6 +296,8 @@ class ToolInstaller(abc.ABC):
     lockfile: ClassVar[str]
     config: ClassVar[tuple[str, ...]]
     target: ClassVar[str]
+    no_lockfile: ClassVar[str]
+    """What to tell a person whose project has declarations but no lockfile."""
 
     def __init__(
         self,
@@ -323,6 +327,43 @@ class ToolInstaller(abc.ABC):
     @abc.abstractmethod
     def _locked_problem(self, lockfile: Path) -> str | None:
         """Why the lockfile takes a package from anywhere but the approved source, or None."""
+
+    def add(self, inputs_dir: Path, name: str, version: str) -> None:
+        """Pin exactly `name` at `version` in the project's declarations and lockfile."""
+        check_request(self.ecosystem, name, version)
+        self._check_inputs(inputs_dir)
+        with private_home() as home:
+            self._add(inputs_dir, name, version, Path(home))
+        # The tool rewrote both files: what it wrote must still name only the approved source.
+        self._check_sources(inputs_dir)
+
+    def prepare(self, inputs_dir: Path, entry_dir: Path) -> None:
+        """Install the locked set into `entry_dir`, working on a private copy of the two files."""
+        self._check_inputs(inputs_dir)
+        if not (inputs_dir / self.lockfile).exists():
+            raise InstallError(self.no_lockfile)
+        with private_home() as home:
+            work = Path(home) / "project"
+            work.mkdir()
+            for name in (self.declarations, self.lockfile):
+                shutil.copyfile(inputs_dir / name, work / name)
+            self._prepare(work, entry_dir, Path(home))
+
+    @abc.abstractmethod
+    def _add(self, inputs_dir: Path, name: str, version: str, home: Path) -> None:
+        """Run the tool's own command that pins the package, in the project's inputs."""
+
+    @abc.abstractmethod
+    def _prepare(self, work: Path, entry_dir: Path, home: Path) -> None:
+        """Run the tool's own commands that install the locked set from `work` into `entry_dir`."""
+
+    @abc.abstractmethod
+    def _check_pin(self, inputs_dir: Path) -> None:
+        """Refuse a project that pins a package manager, or a version of it, cairn does not run."""
+
+    def _check_inputs(self, inputs_dir: Path) -> None:
+        self._check_pin(inputs_dir)
+        self._check_sources(inputs_dir)
 
     def _check_sources(self, inputs_dir: Path) -> None:
         problem = self._declared_problem(inputs_dir / self.declarations)

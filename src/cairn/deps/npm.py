@@ -23,10 +23,8 @@ from cairn.deps.installer import (
     Package,
     ToolInstaller,
     ToolOptions,
-    check_request,
     failure,
     host_platform,
-    private_home,
     tool_environment,
 )
 
@@ -63,6 +61,7 @@ class NpmInstaller(ToolInstaller):
     lockfile = "package-lock.json"
     config = (".npmrc",)
     target = "node_modules"
+    no_lockfile = "the project has no package-lock.json; run `npm install`"
 
     def __init__(
         self,
@@ -89,30 +88,16 @@ class NpmInstaller(ToolInstaller):
             source=without_credentials(self.registry),
         )
 
-    def add(self, inputs_dir: Path, name: str, version: str) -> None:
-        check_request("npm", name, version)
-        self._check_pin(inputs_dir)
-        self._check_sources(inputs_dir)
-        with private_home() as home:
-            args = ["install", "--package-lock-only", "--save-exact", f"{name}@{version}"]
-            self._run(args, inputs_dir, Path(home), "npm install")
-        self._check_sources(inputs_dir)
+    def _add(self, inputs_dir: Path, name: str, version: str, home: Path) -> None:
+        args = ["install", "--package-lock-only", "--save-exact", f"{name}@{version}"]
+        self._run(args, inputs_dir, home, "npm install")
 
-    def prepare(self, inputs_dir: Path, entry_dir: Path) -> None:
-        self._check_pin(inputs_dir)
-        self._check_sources(inputs_dir)
-        if not (inputs_dir / self.lockfile).exists():
-            raise InstallError("the project has no package-lock.json; run `npm install`")
-        with private_home() as home:
-            work = Path(home) / "project"
-            work.mkdir()
-            for name in (self.declarations, self.lockfile):
-                shutil.copyfile(inputs_dir / name, work / name)
-            self._run(["ci"], work, Path(home), "npm ci")
-            built = work / self.target
-            if not built.is_dir():  # a project without dependencies
-                built.mkdir()
-            shutil.move(built, entry_dir / self.target)
+    def _prepare(self, work: Path, entry_dir: Path, home: Path) -> None:
+        self._run(["ci"], work, home, "npm ci")
+        built = work / self.target
+        if not built.is_dir():  # a project without dependencies
+            built.mkdir()
+        shutil.move(built, entry_dir / self.target)
 
     def resolved(self, root: Path) -> list[Package]:
         hidden = root / self.target / ".package-lock.json"

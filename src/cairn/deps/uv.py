@@ -29,10 +29,8 @@ from cairn.deps.installer import (
     ToolInstaller,
     ToolOptions,
     ToolRun,
-    check_request,
     failure,
     host_platform,
-    private_home,
     tool_environment,
 )
 from cairn.deps.requests import normalized_name
@@ -68,6 +66,7 @@ class UvInstaller(ToolInstaller):
     lockfile = "uv.lock"
     config = ("uv.toml",)
     target = ".venv"
+    no_lockfile = "the project has no uv.lock; run `uv lock` and commit it"
 
     def __init__(
         self,
@@ -96,31 +95,16 @@ class UvInstaller(ToolInstaller):
             outside_links=(base,),
         )
 
-    def add(self, inputs_dir: Path, name: str, version: str) -> None:
-        check_request("pypi", name, version)
-        self._check_pin(inputs_dir)
-        self._check_sources(inputs_dir)
-        with private_home() as home:
-            args = ["add", "--no-sync", "--no-build", f"{name}=={version}"]
-            self._run(args, inputs_dir, Path(home), "uv add")
-        self._check_sources(inputs_dir)
+    def _add(self, inputs_dir: Path, name: str, version: str, home: Path) -> None:
+        args = ["add", "--no-sync", "--no-build", f"{name}=={version}"]
+        self._run(args, inputs_dir, home, "uv add")
 
-    def prepare(self, inputs_dir: Path, entry_dir: Path) -> None:
-        self._check_pin(inputs_dir)
-        self._check_sources(inputs_dir)
-        if not (inputs_dir / self.lockfile).exists():
-            raise InstallError("the project has no uv.lock; run `uv lock` and commit it")
+    def _prepare(self, work: Path, entry_dir: Path, home: Path) -> None:
         venv = entry_dir / self.target
-        with private_home() as home:
-            work = Path(home) / "project"
-            work.mkdir()
-            for name in (self.declarations, self.lockfile):
-                shutil.copyfile(inputs_dir / name, work / name)
-            self._run(["venv", "--relocatable", str(venv)], work, Path(home), "uv venv")
-            sync = ["sync", "--frozen", "--no-build", "--no-install-project"]
-            sync += ["--no-install-workspace", "--compile-bytecode", "--link-mode", "copy"]
-            extra = {"UV_PROJECT_ENVIRONMENT": str(venv)}
-            self._run(sync, work, Path(home), "uv sync", extra)
+        self._run(["venv", "--relocatable", str(venv)], work, home, "uv venv")
+        sync = ["sync", "--frozen", "--no-build", "--no-install-project"]
+        sync += ["--no-install-workspace", "--compile-bytecode", "--link-mode", "copy"]
+        self._run(sync, work, home, "uv sync", {"UV_PROJECT_ENVIRONMENT": str(venv)})
 
     def resolved(self, root: Path) -> list[Package]:
         found = []
