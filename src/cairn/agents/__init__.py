@@ -7,7 +7,16 @@ job's own context, so it resumes exactly like a real agent; the demo and the tes
 
 from __future__ import annotations
 
-from cairn.agents.base import Agent, DependencyAsk, Outcome, OutcomeKind, Turn, Usage
+from cairn.agents.base import (
+    Agent,
+    Conversation,
+    DependencyAsk,
+    JobFacts,
+    Outcome,
+    OutcomeKind,
+    Turn,
+    Usage,
+)
 from cairn.agents.registry import AGENTS, AgentFactory, get_agent, load_agent_spec
 from cairn.agents.script import ScriptAgent
 from cairn.agents.script_format import (
@@ -27,6 +36,8 @@ from cairn.agents.script_format import (
 )
 
 __all__ = [
+    "Conversation",
+    "JobFacts",
     "AGENTS",
     "Agent",
     "AgentFactory",

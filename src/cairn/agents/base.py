@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from cairn.store.records import ContextStep, StepKind
 
 
 class OutcomeKind(StrEnum):
@@ -118,6 +121,40 @@ class SaveState(Protocol):
         """
 
 
+class Conversation(Protocol):
+    """The job's own conversation, append-only, saved under the job's fenced lease (rule 1).
+
+    Keyed by the job alone: an adapter can reach no other job's steps through it. Each call
+    is its own fenced transaction; a runner that lost the job is refused with `LeaseLost`.
+    """
+
+    def steps(self) -> list[ContextStep]:
+        """Every saved step of this job's conversation, in order; empty for a fresh one."""
+        ...
+
+    def append(self, kind: StepKind, payload: Mapping[str, Any]) -> ContextStep:
+        """Save the next step (a model answer, a tool result...) before acting on it."""
+        ...
+
+    def restart(self, opening: Sequence[tuple[StepKind, Mapping[str, Any]]]) -> list[ContextStep]:
+        """Drop the conversation and start it afresh with `opening` (rule 1, `reply --fresh`)."""
+        ...
+
+
+@dataclass(frozen=True)
+class JobFacts:
+    """What an adapter may tell its model about the job and its room (all already masked)."""
+
+    kind: str = "interactive"
+    """interactive, or scheduled (rule 8: a fresh context from the repository every run)."""
+    room: str = ""
+    base_branch: str = "main"
+    verify_command: str | None = None
+    references: str | None = None
+    """Rule 8: a scheduled job's bounded reference set (repository documents, the previous
+    scheduled run's summary and diffstat), built by cairn; None for other jobs."""
+
+
 @dataclass(frozen=True)
 class Turn:
     """Everything an adapter may use for one turn; `save_state` persists the job's own context."""
@@ -137,6 +174,16 @@ class Turn:
     """The room's scope lets commands run without a sandbox where none can be had."""
     hidden_paths: tuple[Path, ...] = field(default=())
     """Folders commands must not see (cairn's home), apart from the workspace itself."""
+    conversation: Conversation | None = None
+    """The job's append-only conversation (model adapters); the script agent uses `state`."""
+    follow_ups: tuple[str, ...] = field(default=())
+    """A reviewer's messages (`cairn reply`), masked, to add to the conversation this turn."""
+    fresh_opening: str | None = None
+    """`cairn reply --fresh`: start a new conversation holding this text (the request, the
+    reviewer's message and the current diff) instead of continuing the old one."""
+    facts: JobFacts = field(default_factory=JobFacts)
+    mask: Callable[[str], str] = field(default=lambda text: text)
+    """Masks secrets (environment values, keys) out of any text before the adapter stores it."""
 
 
 class Agent(Protocol):

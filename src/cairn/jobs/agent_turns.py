@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cairn.agents.base import Agent, DependencyAsk, Outcome, OutcomeKind, Turn
+from cairn.agents.base import Agent, DependencyAsk, JobFacts, Outcome, OutcomeKind, Turn
 from cairn.agents.registry import get_agent
 from cairn.canonical import Form, digest
 from cairn.deps.requests import dependency_problem, label
@@ -18,10 +19,10 @@ from cairn.jobs.drive import Drive
 from cairn.jobs.ledger import run_record
 from cairn.sanitize import SUMMARY_LIMIT
 from cairn.stages import Stage
-from cairn.store import decisions, progress, stage_runs
+from cairn.store import context_steps, decisions, progress, stage_runs
 from cairn.store import dependency_requests as dep_ledger
 from cairn.store import jobs as job_ledger
-from cairn.store.records import RequestStatus, RunKind
+from cairn.store.records import ContextStep, RequestStatus, RunKind, StepKind
 
 MAX_ATTEMPTS = 3
 CORRECTIVE_NOTE = (
@@ -63,6 +64,14 @@ def _take_turn(drive: Drive, agent: Agent, saved: context.JobContext, corrective
         stop_requested=drive.stop_requested,
         allow_unsandboxed=drive.allow_unsandboxed,
         hidden_paths=(drive.config.home,),
+        conversation=JobConversation(drive),
+        facts=JobFacts(
+            kind=drive.request.kind,
+            room=drive.room.name,
+            base_branch=drive.room.base_branch,
+            verify_command=drive.sanitizer.mask(drive.room.verify_command or "") or None,
+        ),
+        mask=drive.sanitizer.mask,
     )
     started = time.monotonic()
     outcome = agent.run_turn(turn)
@@ -78,6 +87,31 @@ def _take_turn(drive: Drive, agent: Agent, saved: context.JobContext, corrective
             output_tokens=outcome.usage.output_tokens,
         )
     return outcome
+
+
+class JobConversation:
+    """The job's own append-only conversation, each step saved in a fenced transaction."""
+
+    def __init__(self, drive: Drive) -> None:
+        self._drive = drive
+
+    def steps(self) -> list[ContextStep]:
+        with self._drive.fenced() as conn:
+            return context_steps.steps(conn, self._drive.job.id)
+
+    def append(self, kind: StepKind, payload: Mapping[str, Any]) -> ContextStep:
+        drive = self._drive
+        if drive.stop_requested():
+            raise LeaseLost(f"job {drive.job.id} was taken from this runner")
+        with drive.fenced() as conn:
+            last = context_steps.last_step(conn, drive.job.id)
+            seq = 1 if last is None else last.seq + 1
+            return context_steps.append(conn, drive.job.id, drive.token, seq, kind, payload)
+
+    def restart(self, opening: Sequence[tuple[StepKind, Mapping[str, Any]]]) -> list[ContextStep]:
+        drive = self._drive
+        with drive.fenced() as conn:
+            return context_steps.replace(conn, drive.job.id, drive.token, opening)
 
 
 def _settle(drive: Drive, outcome: Outcome, corrective: bool) -> Result:
