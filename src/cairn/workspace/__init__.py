@@ -7,6 +7,7 @@ repository can run code (hooks, fsmonitor) during cairn's own operations.
 from __future__ import annotations
 
 from cairn.workspace.boundary import resolve_inside
+from cairn.workspace.commands import DEFAULT_POLICY, CommandResult, SandboxPolicy, run_in_workspace
 from cairn.workspace.delivery import (
     MergeResult,
     is_merged,
@@ -19,9 +20,12 @@ from cairn.workspace.mirror import Mirror, checked_out_base, checkout_changes
 from cairn.workspace.worktree import Worktree
 
 __all__ = [
+    "DEFAULT_POLICY",
+    "CommandResult",
     "GitError",
     "MergeResult",
     "Mirror",
+    "SandboxPolicy",
     "Worktree",
     "checked_out_base",
     "checkout_changes",
@@ -31,4 +35,5 @@ __all__ = [
     "remote_branch_sha",
     "resolve_inside",
     "run_git",
+    "run_in_workspace",
 ]
