@@ -36,6 +36,12 @@ steps:
   - write: {path: a.txt, content: "a\\n"}
   - finish: {summary: "added a"}
 """
+NOTHING_MORE = """
+steps:
+  - write: {path: first.txt, content: "from the first turn\n"}
+  - finish: {summary: "wrote first.txt"}
+  - finish: {summary: "first.txt already says it all; nothing to change"}
+"""
 MESSAGE = "Please also add second.txt"
 
 
@@ -126,6 +132,21 @@ def test_reply_fresh_hands_a_fresh_opening_with_the_request_the_message_and_the_
         saved = context.load(conn, job)
     assert (saved.follow_ups, saved.fresh) == ([], False), "cleared once delivered"
     assert saved.agent_state is not None and opening in saved.agent_state["notes_seen"]
+
+
+def test_a_follow_up_that_changes_no_file_returns_to_review_with_its_own_summary(
+    cairn: Cairn,
+) -> None:
+    job = _at_review(cairn, NOTHING_MORE)
+    cairn.reply(job, "Is first.txt complete?")
+    cairn.work()
+    back = cairn.detail(job)
+    assert (back["stage"], back["status"]) == ("awaiting_review", "waiting")
+    assert "nothing to change" in back["review"]["summary"], "the new turn's words"
+    assert "first.txt" in back["review"]["summary"], "cairn's diffstat, as before"
+    cairn.approve(job)
+    cairn.work()
+    assert cairn.job(job).status is Status.completed
 
 
 def test_an_approval_given_before_a_reply_does_not_deliver_the_new_work(
