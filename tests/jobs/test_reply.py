@@ -204,6 +204,14 @@ def test_only_who_decides_the_integration_gate_may_reply(cairn: Cairn) -> None:
         cairn.reply(job, MESSAGE, actor="eve")
     assert cairn.job(job).stage is Stage.awaiting_review
 
+    with cairn.store.begin() as conn:
+        group = identity.get_group(conn, "default")
+        identity.remove_membership(conn, group.id, identity.get_user(conn, "alice").id)
+    with pytest.raises(NotAllowed, match="no longer a member") as lost:
+        cairn.reply(job, MESSAGE)  # the job would run again for a requester who left
+    assert [step.action.value for step in lost.value.next_actions] == ["cancel"]
+    assert cairn.job(job).stage is Stage.awaiting_review
+
     own = _at_review(cairn, actor="bob")  # an admin may ask for changes to their own job
     assert cairn.reply(own, MESSAGE, actor="bob").stage is Stage.running_agent
 

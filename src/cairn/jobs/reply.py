@@ -52,9 +52,9 @@ def reply(
     authorize(conn, Gate.integration, verdict, actor, request=request, group=group, policy=policy)
     lost = missing_access(conn, job, request)
     if lost:
-        raise NotAllowed(
-            f"job {job_id} cannot run again: {lost.diagnosis}", next_actions=lost.next_actions
-        )
+        # Nothing is blocked by a refused reply, so there is nothing to resume afterwards.
+        steps = [step for step in lost.next_actions if step.action is not Action.resume]
+        raise NotAllowed(f"job {job_id} cannot run again: {lost.diagnosis}", next_actions=steps)
     said = (sanitizer or Sanitizer()).clean(message, REASON_LIMIT)
     decisions.append(
         conn,
