@@ -78,8 +78,8 @@ def reply(
         else "in its own context, with your message"
     )
     console.print(
-        f"job {job.id}: changes requested; it goes back to {job.stage} {where} and returns to "
-        "review with the new change (a runner carries it on: `cairn work`)"
+        f"job {job.id}: changes requested; it goes back to {job.stage} {where}, then returns "
+        "to review with the new change (a runner carries it on: `cairn work`)"
     )
 
 
