@@ -32,6 +32,8 @@ class Action(StrEnum):
     """Approve the job's run: an admin of its group other than the requester does it."""
     approve_dependency = "approve_dependency"
     """Approve the dependency the job's agent asked for."""
+    reply = "reply"
+    """Ask for changes to the result a job waits with at review; the same job works on it."""
     reject = "reject"
     """Reject at the gate the job waits at, with a reason."""
     add_admin = "add_admin"

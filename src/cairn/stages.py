@@ -117,3 +117,5 @@ class Verdict(StrEnum):
     """The blocked job was continued."""
     changed = "changed"
     """A group's policy was changed (at the policy gate)."""
+    changes_requested = "changes_requested"
+    """A reviewer asked for changes at the integration gate (`cairn reply`), with a message."""

@@ -133,3 +133,65 @@ def test_a_rejection_at_the_integration_gate_records_why_and_delivers_nothing(cl
     assert cli.git("for-each-ref", "refs/heads/cairn") == ""
     assert not (cli.repo / "src" / "hello.py").exists()
     cli("approve", str(job), expect=1)  # a closed job is never rewritten as a success
+
+
+ADD_THEN_FOLLOW_UP = """
+steps:
+  - write: {path: src/hello.py, content: "def hello():\\n    return 'hi'\\n"}
+  - finish: {summary: "Added hello()."}
+  - write: {path: src/hello.py, content: "def hello() -> str:\\n    return 'hello'\\n"}
+  - finish: {summary: "hello() now returns 'hello', typed, as asked."}
+"""
+
+
+def test_a_reply_at_review_sends_the_job_back_and_it_returns_with_the_change(cli: Cli) -> None:
+    cli.room()
+    base = cli.git("rev-parse", "main")
+    job = cli.submit(ADD_THEN_FOLLOW_UP, REQUEST)
+    worked = cli.work().stdout
+    assert f'`cairn reply {job} "MESSAGE"` asks for changes instead' in worked
+
+    empty = cli("reply", str(job), "  ", expect=2)
+    assert empty.stderr.startswith("error:") and "message" in empty.stderr
+    member = cli("reply", str(job), "Return 'hello'", "--as", "alice", expect=1)
+    assert "only an admin" in member.stderr
+
+    asked = "Return 'hello' and add a type hint"
+    replied = cli("reply", str(job), asked)
+    assert f"job {job}: changes requested" in replied.stdout and "`cairn work`" in replied.stdout
+    working = cli.show(job)
+    assert (working["stage"], working["status"]) == ("running_agent", "queued")
+    assert working["decisions"][-1] | {"at": None, "policy": None} == {
+        "gate": "integration",
+        "verdict": "changes_requested",
+        "actor": "admin",
+        "reason": asked,
+        "policy": None,
+        "at": None,
+    }
+    assert (
+        f"decision  integration changes_requested by admin: {asked}" in cli("show", str(job)).stdout
+    )
+    again = cli("reply", str(job), asked, expect=1)
+    assert "running_agent" in again.stderr and "waits for review" in again.stderr
+
+    cli.work()
+    back = cli.show(job)
+    assert (back["stage"], back["status"]) == ("awaiting_review", "waiting")
+    assert "typed, as asked" in back["review"]["summary"]
+    assert back["baseline"] == base
+    assert [n["action"] for n in back["next"]] == ["review", "approve", "reply", "reject"]
+
+    cli("approve", str(job))
+    cli.work()
+    done = cli.show(job)
+    assert done["status"] == "completed"
+    assert [(d["gate"], d["verdict"]) for d in done["decisions"]] == [
+        ("run", "auto"),
+        ("integration", "changes_requested"),
+        ("integration", "approved"),
+    ]
+    assert cli.git("show", "main:src/hello.py") == "def hello() -> str:\n    return 'hello'"
+    assert "decision chain intact: 3 decisions verified" in cli("audit", "verify").stdout
+    late = cli("reply", str(job), asked, expect=1)
+    assert "has ended" in late.stderr and f"`cairn retry {job}`" in late.stderr

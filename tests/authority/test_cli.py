@@ -66,7 +66,7 @@ def test_a_lone_admin_is_told_why_their_run_waits_and_cannot_approve_it(cli: Cli
     [review] = cli.json("jobs")
     assert (review["stage"], review["next"]) == (
         "awaiting_review",
-        [{"action": a, "job": 1} for a in ("review", "approve", "reject")],
+        [{"action": a, "job": 1} for a in ("review", "approve", "reply", "reject")],
     )
     cli("reject", "1", "--reason", "on second thought, no")  # admin rejects their own PR
     shown = cli.show(1)

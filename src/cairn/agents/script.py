@@ -112,8 +112,9 @@ class ScriptAgent:
                 "the script agent's saved context is unreadable (it has no valid position); "
                 "start a new job for this request"
             )
-        if turn.notes:
-            seen = [*state.get("notes_seen", []), *turn.notes][-NOTES_KEPT:]
+        told = _told(turn)
+        if told:
+            seen = [*state.get("notes_seen", []), *told][-NOTES_KEPT:]
             state = _saved(turn, {**state, "notes_seen": seen})
         steps = self.script.steps
         while state["position"] < len(steps):
@@ -172,6 +173,18 @@ class ScriptAgent:
         outcome = _failed(_run_failure(f"step {state['position']} (run)", result, self))
         outcome = _tagged(outcome, state)
         return outcome, _saved(turn, state, outcome)
+
+
+def _told(turn: Turn) -> list[str]:
+    """What cairn tells this turn: notes, a reviewer's follow-ups, or a fresh opening.
+
+    A script has no conversation: the follow-ups are recorded as notes are, and the script
+    goes on from its position (the steps after the `finish` that ended its last turn). A
+    fresh opening (`cairn reply --fresh`) is recorded too, but the position is kept, since a
+    script's position is no conversation that could start anew.
+    """
+    opening = [turn.fresh_opening] if turn.fresh_opening else []
+    return [*turn.notes, *turn.follow_ups, *opening]
 
 
 def _ending_outcome(step: Step, state: State) -> Outcome:

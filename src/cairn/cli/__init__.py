@@ -62,6 +62,7 @@ for command in (
     job_commands.show,
     # The decisions live with the authority rules that govern them (gate_commands), not here.
     gate_commands.approve,
+    gate_commands.reply,
     gate_commands.reject,
     gate_commands.cancel,
     gate_commands.resume,

@@ -51,6 +51,38 @@ def reject(
     console.print(f"job {job.id}: rejected; now {job.status} at {job.stage}")
 
 
+def reply(
+    ctx: typer.Context,
+    job_id: int = JOB_ARGUMENT,
+    message: str = typer.Argument(..., metavar="MESSAGE", help="What to change (recorded)."),
+    fresh: bool = typer.Option(
+        False,
+        "--fresh",
+        help="Start the agent in a new context holding the request, MESSAGE and the current "
+        "diff, instead of its own conversation.",
+    ),
+    as_user: str | None = AS_OPTION,
+) -> None:
+    """Ask for changes to a job waiting for review; the same job works on them, then returns."""
+    from cairn.jobs.reply import reply as reply_to
+    from cairn.sanitize import user_sanitizer
+
+    s = session(ctx)
+    with s.store() as store, store.begin() as conn:
+        job = reply_to(
+            conn, job_id, s.actor(as_user), message, fresh=fresh, sanitizer=user_sanitizer(s.config)
+        )
+    where = (
+        "in a fresh context holding the request, your message and the current diff"
+        if fresh
+        else "in its own context, with your message"
+    )
+    console.print(
+        f"job {job.id}: changes requested; it goes back to {job.stage} {where}, then returns "
+        "to review with the new change (a runner carries it on: `cairn work`)"
+    )
+
+
 def cancel(ctx: typer.Context, job_id: int = JOB_ARGUMENT, as_user: str | None = AS_OPTION) -> None:
     """Cancel a job that has not ended (the requester or an admin)."""
     from cairn.jobs import gates

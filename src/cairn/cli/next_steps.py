@@ -26,6 +26,7 @@ _COMMAND = {
     Action.approve: "cairn approve {job}",
     Action.approve_run: "cairn approve {job} --as NAME",
     Action.approve_dependency: "cairn approve {job}",
+    Action.reply: 'cairn reply {job} "MESSAGE"',
     Action.reject: "cairn reject {job} --reason ...",
     Action.add_admin: "cairn user add NAME --admin",
     Action.auto_approve_runs: (
@@ -55,6 +56,7 @@ _CLAUSE = {
         "(a requester never approves their own run, even as an admin)"
     ),
     Action.approve_dependency: "; {run} approves the package it asks for",
+    Action.reply: "; {run} asks for changes instead",
     Action.reject: "; {run} rejects it",
     Action.add_admin: "; alone? add a second admin with {run}",
     Action.auto_approve_runs: "; or let the policy approve interactive runs with {run}",

@@ -13,7 +13,7 @@ from cairn.deps.requests import dependency_problem, label
 from cairn.engine import Evidence, Expect, Measurement, Pause, Result, Retry, StageDef, StageFailed
 from cairn.engine.workflow import Upstream
 from cairn.errors import LeaseLost
-from cairn.jobs import context
+from cairn.jobs import context, follow_ups
 from cairn.jobs.dependencies import install_approved, missing_declarations
 from cairn.jobs.drive import Drive
 from cairn.jobs.ledger import run_record
@@ -53,6 +53,7 @@ def _take_turn(drive: Drive, agent: Agent, saved: context.JobContext, corrective
         with drive.fenced() as conn:
             context.save_agent_state(conn, drive.job.id, agent.name, state, masked)
 
+    pending = follow_ups.for_turn(drive, saved)  # a reviewer's `cairn reply`, if any
     turn = Turn(
         job_id=drive.job.id,
         workspace=drive.worktree.path,
@@ -65,6 +66,8 @@ def _take_turn(drive: Drive, agent: Agent, saved: context.JobContext, corrective
         allow_unsandboxed=drive.allow_unsandboxed,
         hidden_paths=(drive.config.home,),
         conversation=JobConversation(drive),
+        follow_ups=pending.messages,
+        fresh_opening=pending.fresh_opening,
         facts=JobFacts(
             kind=drive.request.kind,
             room=drive.room.name,
@@ -223,7 +226,11 @@ def _spec_id(spec: dict[str, Any]) -> str:
 AGENT: StageDef[Drive] = StageDef(
     name=Stage.running_agent.value,
     run=_agent,
-    inputs=lambda drive: {"request": drive.request.id, "agent": _spec_id(drive.request.agent)},
+    inputs=lambda drive: {
+        "request": drive.request.id,
+        "agent": _spec_id(drive.request.agent),
+        **follow_ups.agent_inputs(drive),  # a reply makes the agent (and all after it) run again
+    },
     required=("files_changed",),
     content_now=lambda drive, prior: drive.worktree.content_id(),
     max_attempts=MAX_ATTEMPTS,

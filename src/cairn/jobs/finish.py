@@ -17,6 +17,7 @@ from cairn.engine import (
     Upstream,
 )
 from cairn.errors import BoundaryError
+from cairn.jobs import follow_ups
 from cairn.jobs.drive import Drive
 from cairn.sanitize import SUMMARY_LIMIT
 from cairn.stages import Gate, Stage, Verdict
@@ -206,6 +207,8 @@ VERIFY: StageDef[Drive] = StageDef(
 SUMMARY: StageDef[Drive] = StageDef(
     name=Stage.summarizing.value,
     run=_summarize,
+    # After a reply the summary is the new turn's, even when the turn changed no file.
+    inputs=follow_ups.agent_inputs,
     required=("files_summarized", "commit"),
     content_now=_summary_now,
     needs=(Stage.running_agent.value, Stage.verifying.value),

@@ -55,7 +55,12 @@ def waiting_actions(stage: Stage, job_id: int, group: str) -> tuple[NextAction, 
         )
     if stage is Stage.awaiting_dependency_approval:
         return (NextAction(Action.approve_dependency, job=job_id), reject)
-    return (NextAction(Action.review, job=job_id), NextAction(Action.approve, job=job_id), reject)
+    return (
+        NextAction(Action.review, job=job_id),
+        NextAction(Action.approve, job=job_id),
+        NextAction(Action.reply, job=job_id),
+        reject,
+    )
 
 
 def approve(

@@ -190,7 +190,7 @@ decisions = sa.Table(
     _id(),
     _job_fk(nullable=True),
     sa.Column("gate", sa.String(16), nullable=False),
-    sa.Column("verdict", sa.String(16), nullable=False),
+    sa.Column("verdict", sa.String(32), nullable=False),
     sa.Column("actor", sa.String(64), nullable=False),
     sa.Column("reason", sa.Text),
     sa.Column("policy", sa.String(255)),

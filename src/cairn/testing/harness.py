@@ -23,6 +23,7 @@ from cairn.agents.registry import load_agent_spec
 from cairn.config import Config
 from cairn.jobs import gates
 from cairn.jobs.policy import change_policy
+from cairn.jobs.reply import reply
 from cairn.jobs.runner import Runner
 from cairn.jobs.submit import submit_job
 from cairn.jobs.view import job_detail
@@ -101,6 +102,13 @@ class Cairn:
         with self.store.begin() as conn:
             return gates.reject(conn, job_id, actor, reason)
 
+    def reply(self, job_id: int, message: str, actor: str = "admin", *, fresh: bool = False) -> Job:
+        """Ask for changes to the job waiting at review, as `actor` (`cairn reply`)."""
+        with self.store.begin() as conn:
+            return reply(
+                conn, job_id, actor, message, fresh=fresh, sanitizer=user_sanitizer(self.config)
+            )
+
     def set_policy(self, **changes: Any) -> None:
         """Change group default's policy as its admin `admin`: validated, and a decision."""
         with self.store.begin() as conn:
@@ -144,8 +152,12 @@ class Turns:
         return [turn for turn in self.given if turn.job_id == job_id]
 
     def notes(self, job_id: int) -> list[str]:
-        """Everything cairn told the job's agent, in order."""
-        return [note for turn in self.of(job_id) for note in turn.notes]
+        """Everything cairn told the job's agent, in order: notes, then a reviewer's follow-ups."""
+        return [note for turn in self.of(job_id) for note in (*turn.notes, *turn.follow_ups)]
+
+    def fresh_openings(self, job_id: int) -> list[str]:
+        """The fresh openings (`cairn reply --fresh`) the job's turns were handed, in order."""
+        return [turn.fresh_opening for turn in self.of(job_id) if turn.fresh_opening]
 
     def first_context(self, job_id: int) -> dict[str, Any] | None:
         """The context the job's first turn started from (None: a fresh one)."""
