@@ -361,3 +361,21 @@ def test_the_spec_base_url_wins_over_the_runners(openai_server: ScriptedOpenAISe
     assert agent.base_url == openai_server.base_url
     assert OpenAIAgent.from_spec(spec(), config).base_url == "http://127.0.0.1:9/v1"
     assert "environment" not in repr(config) and "environment" not in config.model_dump()
+
+
+def test_a_runner_that_loses_the_job_stops_waiting_for_the_model_at_once(
+    openai_server: ScriptedOpenAIServer, workspace: Path
+) -> None:
+    import threading
+    import time
+
+    openai_server.add_answers("stop", fault_answer(Fault.hang))
+    lost = threading.Event()
+    conversation = MemoryConversation()
+    turn = turn_for(workspace, conversation, "stop", stop_requested=lost.is_set)
+    threading.Timer(0.5, lost.set).start()
+    started = time.monotonic()
+    outcome = agent_for(openai_server).run_turn(turn)
+    assert outcome.kind is OutcomeKind.interrupted
+    assert time.monotonic() - started < 5, "not the 300 s request timeout"
+    assert [s.kind.value for s in conversation.saved] == ["system", "request"]
