@@ -145,6 +145,10 @@ class Config(BaseSettings):
         # `Config(...)` built deep inside the code or in a test.
         return (init_settings,)
 
+    def __hash__(self) -> int:
+        # A frozen Config stays hashable: its environment (a dict) is left out of the hash.
+        return hash(tuple(v for k, v in self.__dict__.items() if k != "environment"))
+
     @property
     def store_url(self) -> str:
         return self.database_url or f"sqlite:///{self.home / 'cairn.db'}"

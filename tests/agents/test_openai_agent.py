@@ -17,7 +17,7 @@ import pytest
 from tests.agents.support import ContextStore, _tree_of
 
 from cairn.agents import OpenAIAgent, OutcomeKind, Turn
-from cairn.agents.model_loop import REPAIR_NOTE
+from cairn.agents.model_loop import NATIVE_CORRECTION, REPAIR_NOTE
 from cairn.agents.openai_spec import settings_from_spec
 from cairn.config import Config
 from cairn.errors import UsageError
@@ -175,7 +175,8 @@ def test_text_that_is_no_call_gets_one_correction_then_the_usual_rules(
     assert outcome.kind is OutcomeKind.no_change
     requests = openai_server.requests_for("chatty")
     assert len(requests) == 2
-    assert "held no tool call" in requests[1].messages[-1]["content"]
+    # auto accepts text calls, so the correction says how to write one.
+    assert "as JSON in a ```json block" in requests[1].messages[-1]["content"]
 
 
 def test_a_dependency_call_ends_the_turn_and_its_decision_becomes_its_result(
@@ -379,3 +380,30 @@ def test_a_runner_that_loses_the_job_stops_waiting_for_the_model_at_once(
     assert outcome.kind is OutcomeKind.interrupted
     assert time.monotonic() - started < 5, "not the 300 s request timeout"
     assert [s.kind.value for s in conversation.saved] == ["system", "request"]
+
+
+def test_the_text_protocol_offers_no_native_tools_and_reads_calls_from_the_text(
+    openai_server: ScriptedOpenAIServer, workspace: Path
+) -> None:
+    openai_server.add_answers(
+        "text only",
+        json_call_answer("write_file", {"path": "t.txt", "content": "t"}),
+        json_call_answer("finish", {"summary": "wrote t.txt"}),
+    )
+    agent = agent_for(openai_server, tool_protocol="text")
+    outcome = agent.run_turn(turn_for(workspace, MemoryConversation(), "text only"))
+    assert (outcome.kind, outcome.summary) == (OutcomeKind.changed, "wrote t.txt")
+    first = openai_server.requests_for("text only")[0]
+    assert "tools" not in first.body and "```json" in first.messages[0]["content"]
+
+
+def test_the_native_protocol_takes_no_call_from_the_text(
+    openai_server: ScriptedOpenAIServer, workspace: Path
+) -> None:
+    call = json_call_answer("write_file", {"path": "n.txt", "content": "n"})
+    openai_server.add_answers("native only", call, call)
+    agent = agent_for(openai_server, tool_protocol="native")
+    outcome = agent.run_turn(turn_for(workspace, MemoryConversation(), "native only"))
+    assert outcome.kind is OutcomeKind.no_change and not (workspace / "n.txt").exists()
+    corrected = openai_server.requests_for("native only")[1]
+    assert corrected.messages[-1] == {"role": "user", "content": NATIVE_CORRECTION}

@@ -231,7 +231,7 @@ class ModelLoop:
         if before is not None and before.kind is StepKind.note and before.payload.get("correction"):
             return self._finished(None)
         correction = NATIVE_CORRECTION
-        if step.payload.get("protocol") != "native":
+        if self.settings.tool_protocol != "native":
             parsed = parse_text_calls(str(step.payload.get("content") or ""))
             correction = parsed.correction or NATIVE_CORRECTION
         self._append(StepKind.note, {"content": correction, "correction": True})
