@@ -407,3 +407,14 @@ def test_the_native_protocol_takes_no_call_from_the_text(
     assert outcome.kind is OutcomeKind.no_change and not (workspace / "n.txt").exists()
     corrected = openai_server.requests_for("native only")[1]
     assert corrected.messages[-1] == {"role": "user", "content": NATIVE_CORRECTION}
+
+
+def test_a_budget_too_small_for_what_is_always_kept_fails_before_any_request(
+    openai_server: ScriptedOpenAIServer, workspace: Path
+) -> None:
+    openai_server.add_answers("tiny", tool_call_answer(finish("never asked")))
+    agent = agent_for(openai_server, context_tokens=1_000)
+    outcome = agent.run_turn(turn_for(workspace, MemoryConversation(), "tiny " + "x" * 5000))
+    assert outcome.kind is OutcomeKind.failed
+    assert "--context-tokens" in (outcome.diagnosis or "")
+    assert openai_server.requests == ()

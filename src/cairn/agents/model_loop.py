@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, Protocol
 
 from cairn.agents.base import Conversation, DependencyAsk, Outcome, OutcomeKind, Turn, Usage
-from cairn.agents.context_budget import TokenCounter, fit_context
+from cairn.agents.context_budget import TokenCounter
 from cairn.agents.model_actions import EDIT_TOOLS, Actions, CallResult
 from cairn.agents.model_tools import (
     ALL_TOOLS,
@@ -29,12 +29,13 @@ from cairn.agents.model_tools import (
 )
 from cairn.agents.openai_client import ModelAnswer, ModelInterrupted, ModelRefused, ModelStopped
 from cairn.agents.step_messages import (
+    ContextTooBig,
     answered_ids,
     calls_of,
-    messages_from_steps,
+    messages_within,
     opening_steps,
 )
-from cairn.agents.text_calls import as_text_protocol, parse_text_calls
+from cairn.agents.text_calls import parse_text_calls
 from cairn.store.records import ContextStep, StepKind
 
 NATIVE_CORRECTION = (
@@ -46,7 +47,6 @@ REPAIR_NOTE = (
     "summary of what changed and why; no other tool is available now."
 )
 REPAIRED = "repaired"
-_MARGIN_TOKENS = 32
 _NOT_RUN_AFTER_FINISH = "not run: finish ended the turn"
 
 
@@ -64,10 +64,6 @@ class LoopSettings:
     max_turn_steps: int
     context_tokens: int
     tool_protocol: str = "auto"
-
-
-class _TooBig(Exception):
-    """What is always kept does not fit the budget."""
 
 
 class ModelLoop:
@@ -182,7 +178,7 @@ class ModelLoop:
             asked += 1
             try:
                 answer = self._ask(ALL_TOOLS)
-            except (ModelInterrupted, ModelRefused, _TooBig) as error:
+            except (ModelInterrupted, ModelRefused, ContextTooBig) as error:
                 return self._lost(error)
             self._save_answer(answer, ALL_TOOLS)
 
@@ -250,34 +246,19 @@ class ModelLoop:
 
     def _ask(self, offered: Sequence[ToolName]) -> ModelAnswer:
         tools = None if self.settings.tool_protocol == "text" else openai_tools(offered)
-        sent = self._fitted(tools)
+        sent = messages_within(
+            self.steps,
+            self.settings.context_tokens,
+            self.counter,
+            tools=tools,
+            text_protocol=self._text_mode(),
+        )
         answer = self.client.complete(sent, tools, self.turn.stop_requested)
         self.usage += answer.usage
         if answer.prompt_tokens > 0:
             counted = [*sent, {"tools": tools}] if tools else sent
             self.counter = TokenCounter.calibrated(counted, answer.prompt_tokens)
         return answer
-
-    def _fitted(self, tools: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
-        """The messages to send: within the budget together with the tools offered."""
-        budget = self.settings.context_tokens - _MARGIN_TOKENS
-        if tools:
-            budget -= self.counter.count({"tools": tools})
-        messages = messages_from_steps(self.steps)
-        # The latest two steps are kept whole when they fit, else only the latest one.
-        for keep, _attempt in ((2, 0), (2, 1), (1, 0), (1, 1)):
-            fitted = fit_context(messages, budget, self.counter, keep_steps=keep)
-            sent = as_text_protocol(fitted.messages) if self._text_mode() else fitted.messages
-            over = self.counter.total(sent) - (budget + _MARGIN_TOKENS // 2)
-            if fitted.fits and over <= 0:
-                return sent
-            if fitted.fits:  # the text form came out larger: fit to a budget that much smaller
-                budget -= over
-        raise _TooBig(
-            "the conversation's kept part (system prompt, request, follow-ups and the latest "
-            f"steps) is larger than context_tokens ({self.settings.context_tokens}); give the "
-            "agent a larger --context-tokens"
-        )
 
     def _save_answer(self, answer: ModelAnswer, offered: Sequence[ToolName], **extra: Any) -> None:
         calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in answer.calls]
@@ -327,7 +308,7 @@ class ModelLoop:
         summary: str | None = None
         try:
             answer = self._ask([ToolName.finish])
-        except (ModelInterrupted, ModelRefused, _TooBig) as error:
+        except (ModelInterrupted, ModelRefused, ContextTooBig) as error:
             if isinstance(error, ModelInterrupted | ModelRefused):
                 self.usage += error.usage
             limit = "limit: the model did not answer the request for a summary"

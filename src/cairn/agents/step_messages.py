@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from cairn.agents.base import JobFacts
+from cairn.agents.context_budget import TokenCounter, fit_context
 from cairn.agents.model_tools import system_prompt
+from cairn.agents.text_calls import as_text_protocol
 from cairn.store.records import ContextStep, StepKind
 
 Message = dict[str, Any]
@@ -25,6 +27,13 @@ REFERENCES_HEAD = (
     "scheduled run's result, never its conversation):"
 )
 NOT_RUN = "not run: the turn ended before this call"
+# Tokens kept free beyond the estimate: a server's count of the framing may differ a little.
+MARGIN_TOKENS = 32
+
+
+class ContextTooBig(Exception):
+    """What is always kept (system prompt, request, follow-ups, latest step) exceeds the budget;
+    the message says what to change."""
 
 
 @dataclass(frozen=True)
@@ -120,3 +129,35 @@ def calls_of(step: ContextStep) -> list[dict[str, str]]:
 def answered_ids(steps: Sequence[ContextStep]) -> set[str]:
     """The ids of every call that has a saved result."""
     return {str(step.payload.get("call_id")) for step in steps if step.kind is StepKind.tool_result}
+
+
+def messages_within(
+    steps: Sequence[ContextStep],
+    budget: int,
+    counter: TokenCounter,
+    *,
+    tools: list[dict[str, Any]] | None,
+    text_protocol: bool,
+) -> list[Message]:
+    """The messages to send for `steps`, within `budget` tokens together with `tools`.
+
+    Fitted in native form (so tool results stay elidable), then written as the text
+    protocol when the model calls tools in text; a text form that came out larger is
+    fitted again to a budget that much smaller.
+    """
+    left = budget - MARGIN_TOKENS - (counter.count({"tools": tools}) if tools else 0)
+    messages = messages_from_steps(steps)
+    # The latest two steps are kept whole when they fit, else only the latest one.
+    for keep in (2, 2, 1, 1):
+        fitted = fit_context(messages, left, counter, keep_steps=keep)
+        sent = as_text_protocol(fitted.messages) if text_protocol else fitted.messages
+        over = counter.total(sent) - (left + MARGIN_TOKENS // 2)
+        if fitted.fits and over <= 0:
+            return sent
+        if fitted.fits:
+            left -= over
+    raise ContextTooBig(
+        "the conversation's kept part (system prompt, request, follow-ups and the latest "
+        f"step) is larger than context_tokens ({budget}); give the agent a larger "
+        "--context-tokens"
+    )
