@@ -35,6 +35,7 @@ CORRECTIVE_NOTE = (
 _GATE = Stage.awaiting_dependency_approval.value
 REPAIRED = "repaired"
 REPAIR_UNPROVEN = "limit: the job's effects, events or feed changed during the summary repair"
+REPAIR_UNCHECKED = "limit: the runner stopped before it checked the summary repair's effects"
 
 
 def _agent(drive: Drive, upstream: Upstream) -> Result:
@@ -45,7 +46,13 @@ def _agent(drive: Drive, upstream: Upstream) -> Result:
     with drive.fenced() as conn:
         saved = context.load(conn, drive.job.id)
     # An outcome saved before a crash is settled as it was, never produced a second time.
-    outcome = saved.outcome or _take_turn(drive, agent, saved, corrective)
+    if saved.outcome is not None:
+        outcome = saved.outcome
+        if outcome.summary_repair == REPAIRED:
+            # The crash came before cairn compared the effects and feed across the repair.
+            outcome = replace(outcome, summary_repair=REPAIR_UNCHECKED)
+    else:
+        outcome = _take_turn(drive, agent, saved, corrective)
     return _settle(drive, outcome, corrective)
 
 
