@@ -418,3 +418,24 @@ def test_a_budget_too_small_for_what_is_always_kept_fails_before_any_request(
     assert outcome.kind is OutcomeKind.failed
     assert "--context-tokens" in (outcome.diagnosis or "")
     assert openai_server.requests == ()
+
+
+def test_the_step_limit_ends_the_turn_failed_or_with_a_summary_repair(
+    openai_server: ScriptedOpenAIServer, workspace: Path
+) -> None:
+    look = ToolCall("list_files", {"path": "."})
+    openai_server.add_answers("idle", *[tool_call_answer(look)] * 3)
+    idle = agent_for(openai_server, max_turn_steps=3)
+    outcome = idle.run_turn(turn_for(workspace, MemoryConversation(), "idle"))
+    assert outcome.kind is OutcomeKind.failed and "all 3 steps" in (outcome.diagnosis or "")
+
+    openai_server.add_answers(
+        "busy",
+        tool_call_answer(write("w.txt", "w")),
+        tool_call_answer(look),
+        tool_call_answer(finish("wrote w.txt")),
+    )
+    busy = agent_for(openai_server, max_turn_steps=2)
+    outcome = busy.run_turn(turn_for(workspace, MemoryConversation(), "busy"))
+    assert (outcome.kind, outcome.summary_repair) == (OutcomeKind.changed, "repaired")
+    assert openai_server.requests_for("busy")[-1].tool_names == ["finish"]

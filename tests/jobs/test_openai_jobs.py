@@ -171,3 +171,37 @@ def test_a_drop_before_any_change_starts_a_new_attempt(
     agent_runs = [s for s in review["stages"] if s["name"] == "running_agent"]
     outcomes = [run["evidence"]["outcome"]["value"] for run in agent_runs]
     assert outcomes[:2] == ["interrupted", "changed"]
+
+
+def test_an_over_budget_conversation_is_trimmed_and_never_sent_over_the_budget(
+    cairn: Cairn, openai_server: ScriptedOpenAIServer
+) -> None:
+    point_at(cairn, openai_server)
+    marker = "Read the big file a few times"
+    openai_server.add_answers(
+        marker,
+        tool_call_answer(write("big.txt", "a line of the big file\n" * 150)),
+        *[tool_call_answer(ToolCall("read_file", {"path": "big.txt"}))] * 4,
+        tool_call_answer(finish("read it four times")),
+    )
+    job = submit_openai(cairn, marker, context_tokens=3_000)
+    cairn.work()
+    assert cairn.job(job.id).stage is Stage.awaiting_review, cairn.detail(job.id)["diagnosis"]
+    seen = openai_server.requests_for(marker)
+    assert len(seen) == 6 and max(r.prompt_tokens for r in seen) <= 3_000
+    assert marker in seen[-1].text and "[elided: read_file big.txt" in seen[-1].text
+    # The stored conversation stays whole: only what is sent is cut down.
+    assert len(tool_results(cairn, job.id)) == 6
+
+
+def test_a_key_the_server_refuses_fails_the_job_naming_the_variable(
+    cairn: Cairn, openai_server: ScriptedOpenAIServer
+) -> None:
+    point_at(cairn, openai_server, OPENAI_API_KEY="sk-not-the-servers-key-123")
+    openai_server.add_answers("Refused key", tool_call_answer(finish("unused")))
+    job = submit_openai(cairn, "Refused key")
+    cairn.work()
+    detail = cairn.detail(job.id)
+    assert detail["status"] == "failed"
+    assert "OPENAI_API_KEY" in detail["diagnosis"] and "401" in detail["diagnosis"]
+    assert "sk-not-the-servers-key" not in str(detail)
