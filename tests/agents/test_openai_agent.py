@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.agents.support import ContextStore, _tree_of
+from tests.agents.support import ContextStore, Crash, _tree_of
 
 from cairn.agents import OpenAIAgent, OutcomeKind, Turn
 from cairn.agents.model_loop import NATIVE_CORRECTION, REPAIR_NOTE
@@ -439,3 +439,35 @@ def test_the_step_limit_ends_the_turn_failed_or_with_a_summary_repair(
     outcome = busy.run_turn(turn_for(workspace, MemoryConversation(), "busy"))
     assert (outcome.kind, outcome.summary_repair) == (OutcomeKind.changed, "repaired")
     assert openai_server.requests_for("busy")[-1].tool_names == ["finish"]
+
+
+class CrashingConversation(MemoryConversation):
+    """Dies (as a runner would) at the first save of a tool result."""
+
+    crashed = False
+
+    def append(self, kind: StepKind, payload: Mapping[str, Any]) -> ContextStep:
+        if kind is StepKind.tool_result and not self.crashed:
+            self.crashed = True
+            raise Crash("the runner died before the result was saved")
+        return super().append(kind, payload)
+
+
+def test_an_edit_made_before_a_crash_is_not_made_again_on_resume(
+    openai_server: ScriptedOpenAIServer, workspace: Path
+) -> None:
+    (workspace / "app.py").write_text("x = 1\n")
+    double = ToolCall("replace_in_file", {"path": "app.py", "old": "x = 1", "new": "x = 1\nx = 1"})
+    openai_server.add_answers("edit once", tool_call_answer(double, finish("doubled x")))
+    conversation, store = CrashingConversation(), ContextStore()
+    agent = agent_for(openai_server)
+    with pytest.raises(Crash):
+        agent.run_turn(turn_for(workspace, conversation, "edit once", store))
+    assert (workspace / "app.py").read_text() == "x = 1\nx = 1\n", "the edit happened"
+
+    outcome = agent.run_turn(turn_for(workspace, conversation, "edit once", store))
+    assert (outcome.kind, outcome.summary) == (OutcomeKind.changed, "doubled x")
+    assert (workspace / "app.py").read_text() == "x = 1\nx = 1\n", "and happened once"
+    replaced = conversation.payloads(StepKind.tool_result)[0]
+    assert replaced["ok"] and replaced["content"] == "replaced one occurrence in app.py"
+    assert len(openai_server.requests_for("edit once")) == 1
