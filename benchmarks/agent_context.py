@@ -29,8 +29,10 @@ from typing import Any
 
 from cairn.store import Store, context_steps, contexts, identity, leases, rooms
 from cairn.store import jobs as job_ledger
-from cairn.store.records import Job, StepKind
+from cairn.store.records import ContextStep, Job, StepKind
 from cairn.testing import stores
+from cairn.testing.openai_script import ToolCall, tool_call_answer
+from cairn.testing.openai_server import ScriptedOpenAIServer
 
 # One step as a tool-calling loop saves it: a bounded tool result (about 1 kB of text).
 TOOL_RESULT = {"call_id": "call_0", "name": "read_file", "content": "x = 1\n" * 170}
@@ -141,12 +143,136 @@ def report(backend: str, results: dict[str, dict[int, float]], targets: list[int
         print(f"  {way:<8}{cells}{ratio:>15.2f}x")
 
 
+class StoreConversation:
+    """The Conversation protocol over the store, one fenced transaction per call, as the
+    runner's `JobConversation` (which needs a whole job drive) does it."""
+
+    def __init__(self, store: Store, job: Job) -> None:
+        self.store, self.job = store, job
+
+    def steps(self) -> list[ContextStep]:
+        with self.store.fenced(self.job.id, self.job.fencing_token) as conn:
+            return context_steps.steps(conn, self.job.id)
+
+    def append(self, kind: StepKind, payload: Any) -> ContextStep:
+        with self.store.fenced(self.job.id, self.job.fencing_token) as conn:
+            last = context_steps.last_step(conn, self.job.id)
+            seq = 1 if last is None else last.seq + 1
+            return context_steps.append(
+                conn, self.job.id, self.job.fencing_token, seq, kind, payload
+            )
+
+    def restart(self, opening: Any) -> list[ContextStep]:
+        with self.store.fenced(self.job.id, self.job.fencing_token) as conn:
+            return context_steps.replace(conn, self.job.id, self.job.fencing_token, opening)
+
+
+def _script(server: ScriptedOpenAIServer, marker: str, steps: int) -> None:
+    read = ToolCall("read_file", {"path": "module.py"})
+    answers = [tool_call_answer(read) for _ in range(steps)]
+    server.add_answers(marker, *answers, tool_call_answer(ToolCall("finish", {"summary": "ok"})))
+
+
+def bare_loop(server: ScriptedOpenAIServer, marker: str, steps: int) -> float:
+    """Seconds of a plain SDK loop through the same answers: no store, no tools, no budget."""
+    import openai
+
+    from cairn.agents.model_tools import openai_tools
+
+    tools = openai_tools()
+    messages: list[Any] = [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": marker},
+    ]
+    started = time.perf_counter()
+    with openai.OpenAI(base_url=server.base_url, api_key="bench", max_retries=2) as client:
+        for _ in range(steps + 1):
+            stream = client.chat.completions.create(
+                model="bench",
+                messages=messages,
+                tools=tools,  # type: ignore[arg-type]
+                stream=True,
+                stream_options={"include_usage": True},
+            )
+            calls: dict[int, dict[str, str]] = {}
+            for chunk in stream:
+                for choice in chunk.choices:
+                    for piece in choice.delta.tool_calls or []:
+                        call = calls.setdefault(piece.index, {"id": "", "name": "", "args": ""})
+                        call["id"] = piece.id or call["id"]
+                        if piece.function is not None:
+                            call["name"] = piece.function.name or call["name"]
+                            call["args"] += piece.function.arguments or ""
+            listed = [
+                {
+                    "id": c["id"],
+                    "type": "function",
+                    "function": {"name": c["name"], "arguments": c["args"]},
+                }
+                for c in calls.values()
+            ]
+            messages.append({"role": "assistant", "content": None, "tool_calls": listed})
+            for call in listed:
+                messages.append({"role": "tool", "tool_call_id": call["id"], "content": MODULE})
+    return time.perf_counter() - started
+
+
+MODULE = "x = 1\n" * 170
+
+
+def cairn_loop(server: ScriptedOpenAIServer, marker: str, steps: int, folder: Path) -> float:
+    """Seconds of one openai-adapter turn through the same answers, saved in a real store."""
+    import cairn.agents.model_loop  # noqa: F401 - imported before the clock starts, as the SDK is
+    from cairn.agents.base import Turn
+    from cairn.agents.openai_agent import OpenAIAgent
+    from cairn.agents.openai_spec import settings_from_spec
+
+    workspace = folder / "workspace"
+    workspace.mkdir(exist_ok=True)
+    (workspace / "module.py").write_text(MODULE)
+    store = Store.open(f"sqlite:///{folder}/loop-{time.monotonic_ns()}.db", create=True)
+    try:
+        conversation = StoreConversation(store, claimed_job(store))
+        settings = settings_from_spec({"adapter": "openai", "model": "bench"})
+        agent = OpenAIAgent(settings, base_url=server.base_url, api_key="bench")
+        turn = Turn(
+            job_id=conversation.job.id,
+            workspace=workspace,
+            request=marker,
+            state=None,
+            save_state=lambda state, outcome=None: None,
+            workspace_id=lambda: (workspace / "module.py").read_text(),
+            conversation=conversation,
+        )
+        started = time.perf_counter()
+        outcome = agent.run_turn(turn)
+        took = time.perf_counter() - started
+        assert outcome.usage.model_requests == steps + 1, outcome
+        return took
+    finally:
+        store.close()
+
+
+def loop_overhead(steps: int, folder: Path) -> None:
+    """Print the time per model step of both loops and their ratio."""
+    with ScriptedOpenAIServer() as server:
+        _script(server, "bench-bare", steps)
+        _script(server, "bench-cairn", steps)
+        bare = bare_loop(server, "bench-bare", steps) / (steps + 1)
+        ours = cairn_loop(server, "bench-cairn", steps, folder) / (steps + 1)
+    print(
+        f"openai loop, {steps + 1} model steps: bare SDK {bare * 1000:.2f} ms/step, "
+        f"cairn {ours * 1000:.2f} ms/step, ratio {ours / bare:.2f}x"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", default="10,100,1000", help="steps to report, ascending")
     parser.add_argument("--window", type=int, default=9, help="saves per median")
     parser.add_argument("--rounds", type=int, default=3, help="conversations per way")
     parser.add_argument("--backends", default="sqlite,postgres")
+    parser.add_argument("--loop-steps", type=int, default=40, help="model steps of the loop run")
     options = parser.parse_args()
     targets = sorted(int(k) for k in options.steps.split(","))
     ways: dict[str, tuple[Save, bool]] = {"append": (append_step, True), "blob": (save_blob, False)}
@@ -163,7 +289,8 @@ def main() -> None:
                         for way, (save, every) in ways.items()
                     }
                     report(backend, results, targets)
-    print(f"a step is one tool result of {len(str(TOOL_RESULT['content']))} characters")
+        print(f"a step is one tool result of {len(str(TOOL_RESULT['content']))} characters")
+        loop_overhead(options.loop_steps, Path(tmp))
 
 
 if __name__ == "__main__":

@@ -108,3 +108,15 @@ def test_an_unusable_lease_says_what_to_set(tmp_path: Path, value: str, said: st
     with pytest.raises(UsageError) as raised:
         Config.from_env({"CAIRN_LEASE_SECONDS": value}, home=tmp_path)
     assert str(raised.value) == f"CAIRN_LEASE_SECONDS {said}"
+
+
+def test_from_env_carries_the_environment_for_agents_but_never_shows_it() -> None:
+    config = Config.from_env({"CAIRN_HOME": "/srv/cairn", "OPENAI_API_KEY": "sk-never-shown-1"})
+    assert config.environment["OPENAI_API_KEY"] == "sk-never-shown-1"
+    assert "sk-never-shown-1" not in repr(config) and "environment" not in config.model_dump()
+    assert Config(home=Path("/srv/cairn")).environment == {}
+
+
+def test_a_config_with_an_environment_stays_hashable() -> None:
+    config = Config(home=Path("/srv/cairn"), environment={"OPENAI_API_KEY": "k"})
+    assert hash(config) == hash(Config(home=Path("/srv/cairn")))

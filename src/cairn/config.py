@@ -127,6 +127,10 @@ class Config(BaseSettings):
     """The uv to install Python dependencies with; default the one beside cairn, else PATH's."""
     npm_command: AbsolutePath = Field(default=None, validation_alias="CAIRN_NPM")
     """The npm to install npm dependencies with; default PATH's."""
+    environment: dict[str, str] = Field(default_factory=dict, exclude=True, repr=False)
+    """The runner's environment as `from_env` read it: where an agent adapter takes its model
+    endpoint and API key from (OPENAI_BASE_URL, the spec's api_key_env). Never dumped or shown:
+    it holds keys. Empty for a `Config(...)` built in code, which reads nothing."""
 
     @classmethod
     def settings_customise_sources(
@@ -140,6 +144,10 @@ class Config(BaseSettings):
         # Only the arguments: the environment is read by `from_env`, at the edge, never by a
         # `Config(...)` built deep inside the code or in a test.
         return (init_settings,)
+
+    def __hash__(self) -> int:
+        # A frozen Config stays hashable: its environment (a dict) is left out of the hash.
+        return hash(tuple(v for k, v in self.__dict__.items() if k != "environment"))
 
     @property
     def store_url(self) -> str:
@@ -180,6 +188,7 @@ class Config(BaseSettings):
         values: dict[str, Any] = _variables(cls, env)
         try:
             values["home"] = home or values.get("home") or default_home(env)
+            values["environment"] = dict(env)
             return cls(**values)
         except RuntimeError:  # no home directory to put the default under
             raise UsageError(REFUSALS["home"]["no_home"]) from None
@@ -198,6 +207,8 @@ def _variables(settings: type[Config], environ: Mapping[str, str]) -> dict[str, 
     """
     found: dict[str, Any] = {}
     for name, info in settings.model_fields.items():
+        if name == "environment":  # the whole environment, set by `from_env` itself
+            continue
         alias = info.validation_alias
         value = environ.get(alias if isinstance(alias, str) else f"CAIRN_{name.upper()}")
         if value:

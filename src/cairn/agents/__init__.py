@@ -17,6 +17,7 @@ from cairn.agents.base import (
     Turn,
     Usage,
 )
+from cairn.agents.openai_agent import OpenAIAgent
 from cairn.agents.registry import AGENTS, AgentFactory, get_agent, load_agent_spec
 from cairn.agents.script import ScriptAgent
 from cairn.agents.script_format import (
@@ -47,6 +48,7 @@ __all__ = [
     "FinishStep",
     "JobFacts",
     "LoseStreamStep",
+    "OpenAIAgent",
     "Outcome",
     "OutcomeKind",
     "RequestDependencyStep",

@@ -77,6 +77,9 @@ class Outcome:
     """A command of this job ran without a sandbox (the room's scope allowed it)."""
     usage: Usage = Usage()
     """What the turn cost in model requests and tokens (zeros for the script agent)."""
+    summary_repair: str | None = None
+    """Set when the summary was asked for again with only `finish` offered: "repaired", or
+    the limit ("limit: ...") that kept the repair from giving a summary proven side-effect free."""
 
     def to_data(self) -> dict[str, Any]:
         """A JSON-ready form, stored with the agent's last save of a turn."""
@@ -87,6 +90,7 @@ class Outcome:
             "dependency": asdict(self.dependency) if self.dependency else None,
             "isolation_unproven": self.isolation_unproven,
             "usage": asdict(self.usage),
+            "summary_repair": self.summary_repair,
         }
 
     @classmethod
@@ -99,6 +103,7 @@ class Outcome:
             dependency=DependencyAsk(**ask) if ask else None,
             isolation_unproven=bool(data.get("isolation_unproven", False)),
             usage=Usage.from_data(data.get("usage")),
+            summary_repair=data.get("summary_repair"),
         )
 
     def masked(self, mask: Callable[[str], str]) -> Outcome:

@@ -7,6 +7,7 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from cairn.agents.base import Agent
+from cairn.agents.openai_agent import OpenAIAgent
 from cairn.agents.script import ScriptAgent
 from cairn.agents.script_format import PROSE_FIELDS
 from cairn.errors import UsageError
@@ -35,7 +36,7 @@ class AgentFactory(Protocol):
         ...
 
 
-AGENTS: dict[str, AgentFactory] = {ScriptAgent.name: ScriptAgent}
+AGENTS: dict[str, AgentFactory] = {ScriptAgent.name: ScriptAgent, OpenAIAgent.name: OpenAIAgent}
 
 
 def get_agent(spec: Mapping[str, Any], config: Config | None = None) -> Agent:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from cairn.agents.base import Agent, DependencyAsk, JobFacts, Outcome, OutcomeKind, Turn
@@ -17,10 +18,12 @@ from cairn.jobs import context, follow_ups
 from cairn.jobs.dependencies import install_approved, missing_declarations
 from cairn.jobs.drive import Drive
 from cairn.jobs.ledger import run_record
+from cairn.jobs.view import feed_message
 from cairn.sanitize import SUMMARY_LIMIT
 from cairn.stages import Stage
 from cairn.store import context_steps, decisions, progress, stage_runs
 from cairn.store import dependency_requests as dep_ledger
+from cairn.store import effects as effect_ledger
 from cairn.store import jobs as job_ledger
 from cairn.store.records import ContextStep, RequestStatus, RunKind, StepKind
 
@@ -30,6 +33,9 @@ CORRECTIVE_NOTE = (
     "request a dependency, or fail with a clear reason"
 )
 _GATE = Stage.awaiting_dependency_approval.value
+REPAIRED = "repaired"
+REPAIR_UNPROVEN = "limit: the job's effects, events or feed changed during the summary repair"
+REPAIR_UNCHECKED = "limit: the runner stopped before it checked the summary repair's effects"
 
 
 def _agent(drive: Drive, upstream: Upstream) -> Result:
@@ -40,7 +46,13 @@ def _agent(drive: Drive, upstream: Upstream) -> Result:
     with drive.fenced() as conn:
         saved = context.load(conn, drive.job.id)
     # An outcome saved before a crash is settled as it was, never produced a second time.
-    outcome = saved.outcome or _take_turn(drive, agent, saved, corrective)
+    if saved.outcome is not None:
+        outcome = saved.outcome
+        if outcome.summary_repair == REPAIRED:
+            # The crash came before cairn compared the effects and feed across the repair.
+            outcome = replace(outcome, summary_repair=REPAIR_UNCHECKED)
+    else:
+        outcome = _take_turn(drive, agent, saved, corrective)
     return _settle(drive, outcome, corrective)
 
 
@@ -77,9 +89,15 @@ def _take_turn(drive: Drive, agent: Agent, saved: context.JobContext, corrective
         mask=drive.sanitizer.mask,
     )
     started = time.monotonic()
+    before = _side_effects(drive)
     outcome = agent.run_turn(turn)
+    if outcome.summary_repair == REPAIRED and _side_effects(drive) != before:
+        # The adapter proved the tree unchanged; the effects and the feed are cairn's to check.
+        outcome = replace(outcome, summary_repair=REPAIR_UNPROVEN)
     with drive.fenced() as conn:
         # Tokens as the adapter's model reported them; the time is the turn's wall clock.
+        # integrator: pass model_requests=outcome.usage.model_requests once progress.add_usage
+        # has the column (issue 13's usage ledger).
         progress.add_usage(
             conn,
             drive.job.id,
@@ -90,6 +108,15 @@ def _take_turn(drive: Drive, agent: Agent, saved: context.JobContext, corrective
             output_tokens=outcome.usage.output_tokens,
         )
     return outcome
+
+
+def _side_effects(drive: Drive) -> tuple[object, ...]:
+    """What a summary repair must leave as it was: the job's effects, events and feed."""
+    with drive.store.begin() as conn:
+        effects = [(e.id, e.kind, e.status) for e in effect_ledger.for_job(conn, drive.job.id)]
+        events = [e.id for e in progress.events_for_job(conn, drive.job.id)]
+        job = job_ledger.get_job(conn, drive.job.id)
+    return tuple(effects), tuple(events), feed_message(job, drive.request)
 
 
 class JobConversation:
@@ -135,7 +162,12 @@ def _settle(drive: Drive, outcome: Outcome, corrective: bool) -> Result:
         # Rule 9: a lost stream that left changes continues to verification in this same job.
         summary = drive.sanitizer.clean(outcome.summary, SUMMARY_LIMIT) if outcome.summary else None
         told = Measurement("agent_summary", summary)
-        return Result(tree, Evidence.of(noted, files, told, isolation))
+        measured = [noted, files, told, isolation]
+        if outcome.summary_repair is not None:
+            # The reviewer sees whether the summary was asked for again, and any limit.
+            repair = drive.sanitizer.clean(outcome.summary_repair, 200)
+            measured.append(Measurement("summary_repair", repair))
+        return Result(tree, Evidence.of(*measured))
     with drive.fenced() as conn:
         context.settle(conn, drive.job.id, drive.agent_name)
     if outcome.kind is OutcomeKind.interrupted:

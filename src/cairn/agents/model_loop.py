@@ -1,0 +1,384 @@
+"""The tool-calling loop of one turn, over the job's own append-only conversation.
+
+Every model answer is saved before any of its calls runs, and every call's result right after
+it ran; a resumed turn continues from the last saved step: a saved answer is never asked for
+again, a call with a saved result never runs again, and a call without one runs now. A turn
+ends with `finish` (cairn then reads the workspace), with `request_dependency` (the decision
+comes back as that call's result), at the step limit, or when the model is lost (rule 9).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
+from typing import Any, Protocol
+
+from cairn.agents.base import Conversation, DependencyAsk, Outcome, OutcomeKind, Turn, Usage
+from cairn.agents.context_budget import TokenCounter
+from cairn.agents.model_actions import EDIT_TOOLS, Actions, CallResult
+from cairn.agents.model_tools import (
+    ALL_TOOLS,
+    CallProblem,
+    FinishArgs,
+    RequestDependencyArgs,
+    ToolCall,
+    ToolName,
+    openai_tools,
+    parse_tool_call,
+)
+from cairn.agents.openai_client import ModelAnswer, ModelInterrupted, ModelRefused, ModelStopped
+from cairn.agents.step_messages import (
+    ContextTooBig,
+    answered_ids,
+    calls_of,
+    messages_within,
+    opening_steps,
+)
+from cairn.agents.text_calls import parse_text_calls
+from cairn.store.records import ContextStep, StepKind
+
+NATIVE_CORRECTION = (
+    "Your answer held no tool call. Call one of the tools to go on; call finish with a "
+    "summary to end the turn."
+)
+REPAIR_NOTE = (
+    "The turn changed files but ended without a usable summary. Call finish with a short "
+    "summary of what changed and why; no other tool is available now."
+)
+REPAIRED = "repaired"
+_NOT_RUN_AFTER_FINISH = "not run: finish ended the turn"
+
+
+class ModelClientLike(Protocol):
+    def complete(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None,
+        should_stop: Callable[[], bool] = ...,
+    ) -> ModelAnswer: ...
+
+
+@dataclass(frozen=True)
+class LoopSettings:
+    max_turn_steps: int
+    context_tokens: int
+    tool_protocol: str = "auto"
+
+
+class ModelLoop:
+    """One turn of the model in the job's conversation."""
+
+    def __init__(
+        self,
+        turn: Turn,
+        conversation: Conversation,
+        client: ModelClientLike,
+        settings: LoopSettings,
+        mask: Callable[[str], str],
+    ) -> None:
+        self.turn = turn
+        self.conversation = conversation
+        self.client = client
+        self.settings = settings
+        self.mask = mask
+        self.state: dict[str, Any] = dict(turn.state) if isinstance(turn.state, dict) else {}
+        self.state["adapter"] = "openai"
+        self.usage = Usage()
+        self.counter = TokenCounter()
+        self.start_tree = turn.workspace_id()
+        # The tree the conversation opened on: "changed" means since then, across turns.
+        self.state.setdefault("opened_tree", self.start_tree)
+        self.actions = Actions(turn, self.state, mask, self._save_state)
+        self.steps: list[ContextStep] = []
+        self._raw_arguments: dict[str, str] = {}
+
+    def run(self) -> Outcome:
+        """Take the turn; the outcome is saved with the job's context before it is returned."""
+        try:
+            self.steps = self._opened()
+            return self._loop()
+        except ModelStopped:
+            # The runner lost the job: nothing more is saved (the new holder's writes win).
+            return Outcome(OutcomeKind.interrupted, usage=self.usage)
+
+    # Opening: the conversation, then what cairn and people said since the last turn.
+
+    def _opened(self) -> list[ContextStep]:
+        turn = self.turn
+        steps = self.conversation.steps()
+        text = self.settings.tool_protocol == "text"
+        if turn.fresh_opening is not None:
+            opening = opening_steps(
+                turn.facts, turn.fresh_opening, None, text_protocol=text, mask=self.mask
+            )
+            steps = self.conversation.restart(opening)
+            self.state["opened_tree"] = self.start_tree
+        elif not steps:
+            # Rule 1: no context of its own, so a fresh one with one copy of its request.
+            opening = opening_steps(
+                turn.facts, turn.request, turn.facts.references, text_protocol=text, mask=self.mask
+            )
+            steps = self.conversation.restart(opening)
+            self.state["opened_tree"] = self.start_tree
+        self.steps = steps
+        said = self._said_since_last_answer()
+        notes = [note for note in turn.notes if self.mask(note) not in said]
+        waiting = self._waiting_dependency_call()
+        answer = next((n for n in notes if n.startswith("dependency ")), None)
+        if waiting is not None and answer is not None:
+            # The decision is the call's result: the next request carries it as such.
+            notes.remove(answer)
+            ok = " was approved" in answer
+            self._save_result(self.actions.result(waiting, ok, answer))
+        for note in notes:
+            self._append(StepKind.note, {"content": self.mask(note)})
+        for message in turn.follow_ups:
+            if self.mask(message) not in said:
+                self._append(StepKind.follow_up, {"content": self.mask(message)})
+        self._save_state()  # the notes are in the conversation now: the inbox is emptied
+        return self.steps
+
+    def _said_since_last_answer(self) -> set[str]:
+        last = self._last_answer_index()
+        return {
+            str(step.payload.get("content"))
+            for step in self.steps[last + 1 :]
+            if step.kind in (StepKind.note, StepKind.follow_up, StepKind.tool_result)
+        }
+
+    def _waiting_dependency_call(self) -> ToolCall | None:
+        for call in self._pending_calls():
+            parsed = self._parsed(call, self.steps[self._last_answer_index()])
+            if isinstance(parsed, ToolCall) and parsed.name is ToolName.request_dependency:
+                return parsed
+        return None
+
+    # The loop.
+
+    def _loop(self) -> Outcome:
+        asked = 0
+        while True:
+            if self.turn.stop_requested():
+                raise ModelStopped
+            pending = self._pending_calls()
+            if pending:
+                ended = self._execute(pending)
+                if ended is not None:
+                    return ended
+                continue
+            last = self.steps[-1]
+            if last.kind is StepKind.assistant and not calls_of(last):
+                ended = self._after_text(last)
+                if ended is not None:
+                    return ended
+                continue
+            if asked >= self.settings.max_turn_steps:
+                return self._out_of_steps()
+            asked += 1
+            try:
+                answer = self._ask(ALL_TOOLS)
+            except (ModelInterrupted, ModelRefused, ContextTooBig) as error:
+                return self._lost(error)
+            self._save_answer(answer, ALL_TOOLS)
+
+    def _pending_calls(self) -> list[dict[str, str]]:
+        index = self._last_answer_index()
+        if index < 0:
+            return []
+        answered = answered_ids(self.steps[index + 1 :])
+        return [call for call in calls_of(self.steps[index]) if call["id"] not in answered]
+
+    def _last_answer_index(self) -> int:
+        for index in range(len(self.steps) - 1, -1, -1):
+            if self.steps[index].kind is StepKind.assistant:
+                return index
+        return -1
+
+    def _parsed(self, call: dict[str, str], step: ContextStep) -> ToolCall | CallProblem:
+        offered = [ToolName.finish] if step.payload.get("repair") else ALL_TOOLS
+        # This process's own copy when it has one: the saved arguments are masked.
+        arguments = self._raw_arguments.get(call["id"], call["arguments"])
+        return parse_tool_call(call["id"], call["name"], arguments, offered)
+
+    def _execute(self, pending: list[dict[str, str]]) -> Outcome | None:
+        step = self.steps[self._last_answer_index()]
+        for index, call in enumerate(pending):
+            parsed = self._parsed(call, step)
+            if isinstance(parsed, CallProblem):
+                self._save_result(self.actions.result(parsed, False, parsed.message))
+                continue
+            match parsed.arguments:
+                case RequestDependencyArgs(ecosystem=eco, name=name, version=version, reason=why):
+                    ask = DependencyAsk(eco, name, version, self.mask(why))
+                    return self._end(Outcome(OutcomeKind.dependency_request, dependency=ask))
+                case FinishArgs(summary=summary):
+                    self._save_result(self.actions.result(parsed, True, "the turn ends here"))
+                    for rest in pending[index + 1 :]:
+                        self._close(rest, _NOT_RUN_AFTER_FINISH)
+                    return self._finished(summary)
+            self._save_result(self.actions.execute(parsed))
+        return None
+
+    def _after_text(self, step: ContextStep) -> Outcome | None:
+        """A text answer without a call: one short correction, then the usual rules."""
+        index = self.steps.index(step)
+        before = self.steps[index - 1] if index > 0 else None
+        if before is not None and before.kind is StepKind.note and before.payload.get("correction"):
+            return self._finished(None)
+        correction = NATIVE_CORRECTION
+        if self.settings.tool_protocol != "native":
+            parsed = parse_text_calls(str(step.payload.get("content") or ""))
+            correction = parsed.correction or NATIVE_CORRECTION
+        self._append(StepKind.note, {"content": correction, "correction": True})
+        return None
+
+    # Asking the model.
+
+    def _text_mode(self) -> bool:
+        if self.settings.tool_protocol == "text":
+            return True
+        # A model that wrote its calls as text gets its conversation back in that form.
+        return self.settings.tool_protocol == "auto" and any(
+            step.kind is StepKind.assistant and step.payload.get("protocol") == "text"
+            for step in self.steps
+        )
+
+    def _ask(self, offered: Sequence[ToolName]) -> ModelAnswer:
+        tools = None if self.settings.tool_protocol == "text" else openai_tools(offered)
+        sent = messages_within(
+            self.steps,
+            self.settings.context_tokens,
+            self.counter,
+            tools=tools,
+            text_protocol=self._text_mode(),
+        )
+        answer = self.client.complete(sent, tools, self.turn.stop_requested)
+        self.usage += answer.usage
+        if answer.prompt_tokens > 0:
+            counted = [*sent, {"tools": tools}] if tools else sent
+            self.counter = TokenCounter.calibrated(counted, answer.prompt_tokens)
+        return answer
+
+    def _save_answer(self, answer: ModelAnswer, offered: Sequence[ToolName], **extra: Any) -> None:
+        calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in answer.calls]
+        protocol, content = "native", answer.content
+        if not calls and self.settings.tool_protocol != "native" and content:
+            seq = (self.steps[-1].seq if self.steps else 0) + 1
+            found = parse_text_calls(content, offered, id_prefix=f"text-{seq}").calls
+            if found:
+                protocol, content = "text", None  # kept as calls; the prose is not stored
+                calls = [_as_call(call) for call in found]
+        self._raw_arguments = {call["id"]: call["arguments"] for call in calls}
+        stored = [{**call, "arguments": self.mask(call["arguments"])} for call in calls]
+        payload = {
+            "content": self.mask(content) if content else None,
+            "tool_calls": stored,
+            "usage": asdict(answer.usage),
+            "protocol": protocol,
+            **extra,
+        }
+        self._append(StepKind.assistant, payload)
+
+    # Ending the turn.
+
+    def _finished(self, summary: str | None) -> Outcome:
+        if not self._changed():
+            return self._end(Outcome(OutcomeKind.no_change, summary=self._summary(summary)))
+        if self._summary(summary):
+            return self._end(Outcome(OutcomeKind.changed, summary=self._summary(summary)))
+        return self._repair()
+
+    def _out_of_steps(self) -> Outcome:
+        if self._changed():
+            return self._repair()
+        steps = self.settings.max_turn_steps
+        return self._end(
+            Outcome(
+                OutcomeKind.failed,
+                diagnosis=f"the model used all {steps} steps of its turn without changing a "
+                "file or finishing; raise max_turn_steps or make the request more specific",
+            )
+        )
+
+    def _repair(self) -> Outcome:
+        """Summary repair: ask only for the summary, with `finish` the only tool."""
+        before = self.turn.workspace_id()
+        self._append(StepKind.note, {"content": REPAIR_NOTE, "repair": True})
+        summary: str | None = None
+        try:
+            answer = self._ask([ToolName.finish])
+        except (ModelInterrupted, ModelRefused, ContextTooBig) as error:
+            if isinstance(error, ModelInterrupted | ModelRefused):
+                self.usage += error.usage
+            limit = "limit: the model did not answer the request for a summary"
+            return self._end(Outcome(OutcomeKind.changed, summary_repair=limit))
+        self._save_answer(answer, [ToolName.finish], repair=True)
+        step = self.steps[-1]
+        for call in calls_of(step):
+            parsed = self._parsed(call, step)
+            if isinstance(parsed, ToolCall) and isinstance(parsed.arguments, FinishArgs):
+                summary = summary or self._summary(parsed.arguments.summary)
+                self._save_result(self.actions.result(parsed, True, "the turn ends here"))
+            else:
+                self._close(call, "not run: only finish is available now")
+        if self.turn.workspace_id() != before:
+            repair = "limit: the workspace changed while the summary was repaired"
+        elif summary:
+            repair = REPAIRED
+        else:
+            repair = "limit: the model gave no usable summary when asked for one"
+        outcome = Outcome(OutcomeKind.changed, summary=summary, summary_repair=repair)
+        return self._end(outcome)
+
+    def _lost(self, error: Exception) -> Outcome:
+        if isinstance(error, ModelInterrupted):
+            self.usage += error.usage
+            return self._end(Outcome(OutcomeKind.interrupted, diagnosis=str(error)))
+        if isinstance(error, ModelRefused):
+            self.usage += error.usage
+        return self._end(Outcome(OutcomeKind.failed, diagnosis=str(error)))
+
+    def _changed(self) -> bool:
+        now = self.turn.workspace_id()
+        if now != self.start_tree or now != self.state.get("opened_tree"):
+            return True
+        edits = {tool.value for tool in EDIT_TOOLS}
+        return any(
+            step.kind is StepKind.tool_result
+            and step.payload.get("ok")
+            and step.payload.get("name") in edits
+            for step in self.steps
+        )
+
+    def _summary(self, summary: str | None) -> str | None:
+        text = (summary or "").strip()
+        return self.mask(text) if text else None
+
+    def _end(self, outcome: Outcome) -> Outcome:
+        unproven = bool(self.state.get("unsandboxed"))
+        final = replace(outcome, usage=self.usage, isolation_unproven=unproven)
+        self.turn.save_state(dict(self.state), final)
+        return final
+
+    # Saving.
+
+    def _append(self, kind: StepKind, payload: dict[str, Any]) -> ContextStep:
+        step = self.conversation.append(kind, payload)
+        self.steps.append(step)
+        return step
+
+    def _save_result(self, result: CallResult) -> None:
+        self._append(StepKind.tool_result, result.to_payload())
+
+    def _close(self, call: dict[str, str], why: str) -> None:
+        closed = CallResult(call["id"], self.mask(call["name"])[:80], None, False, why)
+        self._save_result(closed)
+
+    def _save_state(self) -> None:
+        self.turn.save_state(dict(self.state))
+
+
+def _as_call(call: ToolCall) -> dict[str, str]:
+    arguments = json.dumps(call.arguments.model_dump(exclude_none=True))
+    return {"id": call.id, "name": call.name.value, "arguments": arguments}
