@@ -205,3 +205,55 @@ def test_a_key_the_server_refuses_fails_the_job_naming_the_variable(
     assert detail["status"] == "failed"
     assert "OPENAI_API_KEY" in detail["diagnosis"] and "401" in detail["diagnosis"]
     assert "sk-not-the-servers-key" not in str(detail)
+
+
+def test_reply_sends_the_reviewers_message_into_the_same_conversation(
+    cairn: Cairn, openai_server: ScriptedOpenAIServer
+) -> None:
+    point_at(cairn, openai_server)
+    marker = "Add a farewell file"
+    openai_server.add_answers(
+        marker,
+        tool_call_answer(write("farewell.txt", "bye\n"), finish("added farewell.txt")),
+        tool_call_answer(write("farewell.txt", "goodbye\n"), finish("said goodbye instead")),
+    )
+    job = submit_openai(cairn, marker)
+    cairn.work()
+    assert cairn.job(job.id).stage is Stage.awaiting_review, cairn.detail(job.id)["diagnosis"]
+    cairn.reply(job.id, "Please write goodbye, not bye")
+    cairn.work()
+    review = cairn.detail(job.id)
+    assert review["stage"] == "awaiting_review", review["diagnosis"]
+    assert "said goodbye instead" in review["review"]["summary"]
+    first, second = openai_server.requests_for(marker)
+    # The same conversation: everything the model saw before, then the reviewer's message.
+    assert second.messages[: len(first.messages)] == first.messages
+    assert second.messages[-1] == {"role": "user", "content": "Please write goodbye, not bye"}
+    assert step_kinds(cairn, job.id).count("follow_up") == 1
+    cairn.approve(job.id)
+    cairn.work()
+    assert cairn.job(job.id).status is Status.completed
+    assert cairn.git("show", "main:farewell.txt") == "goodbye"
+
+
+def test_reply_fresh_starts_a_new_conversation_with_request_message_and_diff(
+    cairn: Cairn, openai_server: ScriptedOpenAIServer
+) -> None:
+    point_at(cairn, openai_server)
+    marker = "Add a welcome file"
+    openai_server.add_answers(
+        marker,
+        tool_call_answer(write("welcome.txt", "hi\n"), finish("added welcome.txt")),
+        tool_call_answer(write("welcome.txt", "welcome\n"), finish("welcomed properly")),
+    )
+    job = submit_openai(cairn, marker)
+    cairn.work()
+    cairn.reply(job.id, "Say welcome in full", fresh=True)
+    cairn.work()
+    assert cairn.job(job.id).stage is Stage.awaiting_review, cairn.detail(job.id)["diagnosis"]
+    _first, second = openai_server.requests_for(marker)
+    assert [m["role"] for m in second.messages] == ["system", "user"], "a new conversation"
+    opening = second.messages[1]["content"]
+    assert marker in opening and "Say welcome in full" in opening and "+hi" in opening
+    assert "added welcome.txt" not in second.text, "nothing of the old model text is carried"
+    assert step_kinds(cairn, job.id)[:2] == ["system", "request"]
