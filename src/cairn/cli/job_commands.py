@@ -25,7 +25,12 @@ if TYPE_CHECKING:
     from cairn.store import Store
     from cairn.store.records import Job
 
-AGENT_OPTION = typer.Option(..., "--agent", help="The agent, e.g. script:PATH to a YAML script.")
+AGENT_OPTION = typer.Option(
+    None,
+    "--agent",
+    help="The agent: a named agent (`cairn agent list`), openai:MODEL, or script:PATH to a "
+    "YAML script (default: the room's default agent).",
+)
 KIND_OPTION = typer.Option(
     "interactive", "--kind", help="interactive, or scheduled (a fresh context every run)."
 )
@@ -35,7 +40,7 @@ def submit(
     ctx: typer.Context,
     room: str,
     request: str,
-    agent: str = AGENT_OPTION,
+    agent: str | None = AGENT_OPTION,
     as_user: str | None = AS_OPTION,
     as_json: bool = JSON_OPTION,
     kind: str = KIND_OPTION,
@@ -52,7 +57,7 @@ def run(
     ctx: typer.Context,
     room: str,
     request: str,
-    agent: str = AGENT_OPTION,
+    agent: str | None = AGENT_OPTION,
     as_user: str | None = AS_OPTION,
     kind: str = KIND_OPTION,
 ) -> None:
@@ -190,20 +195,18 @@ def audit_head(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
 
 
 def _submit(
-    ctx: typer.Context, room: str, request: str, agent: str, as_user: str | None, kind: str
+    ctx: typer.Context, room: str, request: str, agent: str | None, as_user: str | None, kind: str
 ) -> Job:
-    from cairn.agents.registry import load_agent_spec
-    from cairn.jobs.submit import submit_job
+    from cairn.jobs.submit import resolve_agent, submit_job
     from cairn.sanitize import user_sanitizer
 
     s = session(ctx)
-    spec = load_agent_spec(agent)
     with s.store() as store, store.begin() as conn:
         return submit_job(
             conn,
             room=room,
             text=request,
-            agent=spec,
+            agent=resolve_agent(conn, room, agent),
             actor=s.actor(as_user),
             sanitizer=user_sanitizer(s.config),
             kind=kind,

@@ -85,6 +85,7 @@ def _take_turn(drive: Drive, agent: Agent, saved: context.JobContext, corrective
             run_kind=RunKind.corrective if corrective else RunKind.normal,
             input_tokens=outcome.usage.input_tokens,
             output_tokens=outcome.usage.output_tokens,
+            model_requests=outcome.usage.model_requests,
         )
     return outcome
 
