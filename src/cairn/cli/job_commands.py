@@ -22,6 +22,7 @@ from cairn.errors import InvalidState, UsageError
 from cairn.stages import Status
 
 if TYPE_CHECKING:
+    from cairn.jobs.view import JobDetail
     from cairn.store import Store
     from cairn.store.records import Job
 
@@ -138,10 +139,37 @@ def show(ctx: typer.Context, job_id: int = JOB_ARGUMENT, as_json: bool = JSON_OP
         console.print(f"  dependency  {dep.ecosystem} {dep.name} {dep.version} ({dep.status})")
     for effect in detail.effects:
         console.print(f"  effect  {effect.kind} {effect.status}")
+    _print_usage(detail)
     if detail.review:
         console.print(f"\n{detail.review.summary}")
     if shown:
         console.print(f"\ndiagnosis: {shown}", style="yellow")
+
+
+TRANSCRIPT_LINES = 10
+"""Tool calls the text view of `cairn show` lists; `--json` lists up to 50."""
+
+
+def _print_usage(detail: JobDetail) -> None:
+    """The usage line and the first tool calls, when the job's agent has run."""
+    usage = detail.usage
+    if usage.agent_runs:
+        corrective = f" ({usage.corrective_runs} corrective)" if usage.corrective_runs else ""
+        console.print(
+            f"usage: {usage.agent_runs} agent run{'s' * (usage.agent_runs != 1)}{corrective}, "
+            f"{usage.model_requests} model requests, {usage.input_tokens} input and "
+            f"{usage.output_tokens} output tokens, {usage.seconds:.1f} s"
+        )
+    summary = detail.transcript_summary
+    total = len(summary.calls) + summary.omitted
+    if not total:
+        return
+    console.print(f"tool calls ({total}):")
+    for call in summary.calls[:TRANSCRIPT_LINES]:
+        target = f" {call.target}" if call.target else ""
+        console.print(f"  {call.name}{target}  {call.status}")
+    if total > TRANSCRIPT_LINES:
+        console.print(f"  ... and {total - TRANSCRIPT_LINES} more (`--json` lists up to 50)")
 
 
 def audit_verify(
