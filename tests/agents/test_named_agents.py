@@ -91,7 +91,7 @@ def test_a_name_without_a_colon_resolves_through_the_lookup_and_is_copied() -> N
     resolved = load_agent_spec("local-qwen", named=lookup)
     assert resolved == spec and resolved is not spec
     assert asked == ["local-qwen"]
-    with pytest.raises(UsageError, match="no agent named 'other'.*cairn agent list"):
+    with pytest.raises(UsageError, match=r"no agent named 'other'.*cairn agent list"):
         load_agent_spec("other", named=lookup)
     with pytest.raises(UsageError, match="no agent named by that name"):
         load_agent_spec("/home/me/secret.yaml", named=lookup)
