@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from cairn.jobs.transcript import MAX_CALLS, TARGET_LIMIT
 from cairn.jobs.view import job_detail
 from cairn.store import Store, context_steps, identity, leases, progress, rooms
 from cairn.store import jobs as job_ledger
 from cairn.store.records import Job, StepKind
+from cairn.testing.harness import Cairn
 
 SPEC = {
     "adapter": "openai",
@@ -163,3 +166,30 @@ def test_transcript_targets_are_masked_bounded_and_one_line(store: Store) -> Non
     assert calls[1].target == "echo one two"
     assert len(calls[2].target or "") <= TARGET_LIMIT
     assert calls[3].name == "unknown"
+
+
+def test_the_text_view_prints_the_usage_line_and_the_first_tool_calls(
+    cairn: Cairn, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cairn.cli import main
+    from cairn.cli.job_commands import TRANSCRIPT_LINES
+
+    job = cairn.submit("steps:\n  - finish: {summary: done}\n")
+    with cairn.store.begin() as conn:
+        progress.add_usage(
+            conn, job.id, agent="openai", seconds=2.0, input_tokens=9, output_tokens=3,
+            model_requests=4,
+        )  # fmt: skip
+    calls = [_result(n, "read_file", f"src/f{n}.py") for n in range(TRANSCRIPT_LINES + 2)]
+    _conversation(cairn.store, job, [*calls, _result(99, "run", "false", ok=False)])
+    # The installation's store (the fixture's, not one under its home).
+    url = cairn.store.engine.url.render_as_string(hide_password=False)
+    monkeypatch.setenv("CAIRN_DATABASE_URL", url)
+    main(["--home", str(cairn.config.home), "show", str(job.id)])
+    out = capsys.readouterr().out
+    assert "usage: 1 agent run, 4 model requests, 9 input and 3 output tokens, 2.0 s" in out
+    assert f"tool calls ({TRANSCRIPT_LINES + 3}):" in out
+    assert "  read_file src/f0.py  ok" in out
+    assert f"src/f{TRANSCRIPT_LINES}.py" not in out
+    assert "... and 3 more (`--json` lists up to 50)" in out
+    assert "SECRET-MODEL-TEXT" not in out

@@ -161,7 +161,8 @@ def room_list(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
         print_json(rooms)
         return
     for room in rooms:
-        console.print(f"{room['name']}  (group {room['group']}, base {room['base']})")
+        agent = f", agent {room['agent']}" if room["agent"] else ""
+        console.print(f"{room['name']}  (group {room['group']}, base {room['base']}{agent})")
 
 
 def _binding(repo: str, base: str | None, git_timeout: float) -> tuple[str, str]:
