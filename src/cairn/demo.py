@@ -95,14 +95,15 @@ def _through_the_gates(
     narrate("  " + _refusal(store, job_id, "alice"))
     _decide(store, job_id, narrate, "admin approves the run; the runner prepares and starts:")
     runner.work(until_idle=True)
-    _expect(store, job_id, Stage.awaiting_dependency_approval, narrate, explain)
-    # The scripted agent asks once; a real model may ask again (each ask waits for a person).
+    # The scripted agent asks for one package; a real model may ask for none, or for more
+    # (each ask waits for a person).
     for _ in range(MAX_DEPENDENCY_ASKS):
         with store.begin() as conn:
             detail = job_detail(conn, job_id)
-        if detail.stage is not Stage.awaiting_dependency_approval:
+        pending = [d for d in detail.dependency_requests if d.status is RequestStatus.pending]
+        if detail.stage is not Stage.awaiting_dependency_approval or not pending:
             break
-        ask = next(d for d in detail.dependency_requests if d.status is RequestStatus.pending)
+        ask = pending[0]
         _decide(
             store,
             job_id,

@@ -128,7 +128,7 @@ def test_a_room_default_agent_is_used_when_a_job_names_none(cli: Cli) -> None:
     # A job naming its own agent still gets that one.
     script = cli.script(DONE)
     own = cli.json("submit", "sample", "Other", "--agent", f"script:{script}", "--as", "alice")
-    assert cli.show(own["id"])["agent"]["adapter"] == "script"
+    assert cli.show(own["id"])["agent"] == {"adapter": "script", "steps": 2}
     cli("room", "set-agent", "sample", "--clear")
     missing = _error(cli, "submit", "sample", "Tidy up", "--as", "alice")
     assert "room sample has no default agent" in missing and "--agent" in missing

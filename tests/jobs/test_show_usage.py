@@ -193,3 +193,11 @@ def test_the_text_view_prints_the_usage_line_and_the_first_tool_calls(
     assert f"src/f{TRANSCRIPT_LINES}.py" not in out
     assert "... and 3 more (`--json` lists up to 50)" in out
     assert "SECRET-MODEL-TEXT" not in out
+
+
+def test_a_script_agent_is_shown_by_its_step_count_never_its_text(cairn: Cairn) -> None:
+    said = "finish: {summary: 'the hidden words'}"
+    job = cairn.submit(f"steps:\n  - write: {{path: a.txt, content: a}}\n  - {said}\n")
+    detail = cairn.detail(job.id)
+    assert detail["agent"] == {"adapter": "script", "steps": 2}
+    assert "the hidden words" not in str(detail)

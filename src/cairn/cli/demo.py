@@ -39,9 +39,10 @@ def demo(
         raise UsageError("--model goes with --agent openai")
     # The demo's agent and verify command call `python`; make that the interpreter running cairn.
     os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-    # The scripted server takes any key; its own variable keeps a real OPENAI_API_KEY from
-    # ever being sent to it.
-    os.environ.setdefault(DEMO_KEY_ENV, DEMO_KEY)
+    if agent == "openai":
+        # The scripted server takes any key; its own variable keeps a real OPENAI_API_KEY from
+        # ever being sent to it.
+        os.environ.setdefault(DEMO_KEY_ENV, DEMO_KEY)
     folder = tempfile.mkdtemp(prefix="cairn-demo-")
     try:
         with (

@@ -154,7 +154,9 @@ class JobDetail(JobSummary):
     effects: tuple[EffectView, ...]
     usage: UsageView
     agent: dict[str, Any]
-    """The agent's stored spec (an adapter's settings; never a key, which a spec cannot hold)."""
+    """The agent's stored spec (an adapter's settings; never a key, which a spec cannot hold);
+    for the script agent only its step count, since a script's text is the agent's own output
+    before cairn masks it."""
     transcript_summary: TranscriptSummaryView
 
 
@@ -241,9 +243,18 @@ def job_detail(conn: sa.Connection, job_id: int) -> JobDetail:
             for e in effects.for_job(conn, job.id)
         ),
         usage=_usage(conn, job.id),
-        agent=request.agent,
+        agent=agent_view(request.agent),
         transcript_summary=TranscriptSummaryView.model_validate(transcript_summary(conn, job.id)),
     )
+
+
+def agent_view(spec: dict[str, Any]) -> dict[str, Any]:
+    """What `show` reports of a job's agent spec: its settings, never a script's text."""
+    if spec.get("adapter") == "script":
+        script = spec.get("script")
+        steps = script.get("steps") if isinstance(script, dict) else None
+        return {"adapter": "script", "steps": len(steps) if isinstance(steps, list) else 0}
+    return spec
 
 
 def _usage(conn: sa.Connection, job_id: int) -> UsageView:
