@@ -7,8 +7,8 @@ from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
-from cairn.agents.registry import load_agent_spec
 from cairn.config import Config
+from cairn.demo_agents import DemoAgent, script_agent
 from cairn.deps import bundled_advisories
 from cairn.errors import InvalidState, NotAllowed
 from cairn.jobs import gates
@@ -20,6 +20,7 @@ from cairn.next_action import Action, NextAction
 from cairn.sanitize import user_sanitizer
 from cairn.stages import Stage, Status
 from cairn.store import Store, decisions, identity
+from cairn.store.records import RequestStatus
 from cairn.store.rooms import create_room
 from cairn.testing.repos import make_sample_repo
 
@@ -27,6 +28,7 @@ Narrate = Callable[[str], None]
 Explain = Callable[[str | None, tuple[NextAction, ...]], str | None]
 """A front end's words for a diagnosis and its next actions (the CLI's: next_steps)."""
 REQUEST = "Add a greet(name) helper with a test, and mention it in the README."
+MAX_DEPENDENCY_ASKS = 3
 
 
 class DemoStopped(InvalidState):
@@ -43,27 +45,33 @@ def run_demo(
     narrate: Narrate,
     explain: Explain,
     on_progress: ProgressCallback | None = None,
+    agent: DemoAgent | None = None,
 ) -> JobDetail:
-    """Run the demo in `workdir`; returns the finished job's detail record."""
+    """Run the demo in `workdir` (with the scripted agent unless `agent` says otherwise).
+
+    Returns the finished job's detail record.
+    """
     config = Config.from_env(home=workdir / "home")
     # Advisories: the configured ones, else the small real set that ships for demos and tests.
     config = config.model_copy(
         update={"user": "admin", "osv_dir": config.osv_dir or bundled_advisories()}
     )
     repo = make_sample_repo(workdir / "sample-repo")
-    script = workdir / "agent.yaml"
-    script.write_text(demo_script())
+    if agent is None:
+        script = workdir / "agent.yaml"
+        script.write_text(demo_script())
+        agent = script_agent(script)
     store = Store.open(config.store_url, create=True)
     try:
         _set_up(store, repo)
-        narrate("alice (a member of group default) asks the scripted agent for a change:")
+        narrate(f"alice (a member of group default) asks {agent.label} for a change:")
         narrate(f"  “{REQUEST}”")
         with store.begin() as conn:
             job = submit_job(
                 conn,
                 room="sample",
                 text=REQUEST,
-                agent=load_agent_spec(f"script:{script}"),
+                agent=agent.spec,
                 actor="alice",
                 sanitizer=user_sanitizer(config),
             )
@@ -87,17 +95,26 @@ def _through_the_gates(
     narrate("  " + _refusal(store, job_id, "alice"))
     _decide(store, job_id, narrate, "admin approves the run; the runner prepares and starts:")
     runner.work(until_idle=True)
-    _expect(store, job_id, Stage.awaiting_dependency_approval, narrate, explain)
-    _decide(
-        store,
-        job_id,
-        narrate,
-        "The agent asked for pypi termcolor==2.4.0. admin approves exactly that version; cairn "
-        "adds it to pyproject.toml and uv.lock from a temporary copy, installs wheels only (no "
-        "build hooks), audits the resolved set against OSV advisories, caches it read-only "
-        "under its fingerprint, and hardlinks it into the job's workspace:",
-    )
-    runner.work(until_idle=True)
+    # The scripted agent asks for one package; a real model may ask for none, or for more
+    # (each ask waits for a person).
+    for _ in range(MAX_DEPENDENCY_ASKS):
+        with store.begin() as conn:
+            detail = job_detail(conn, job_id)
+        pending = [d for d in detail.dependency_requests if d.status is RequestStatus.pending]
+        if detail.stage is not Stage.awaiting_dependency_approval or not pending:
+            break
+        ask = pending[0]
+        _decide(
+            store,
+            job_id,
+            narrate,
+            f"The agent asked for {ask.ecosystem} {ask.name}=={ask.version}. admin approves "
+            "exactly that version; cairn adds it to pyproject.toml and uv.lock from a temporary "
+            "copy, installs wheels only (no build hooks), audits the resolved set against OSV "
+            "advisories, caches it read-only under its fingerprint, and hardlinks it into the "
+            "job's workspace:",
+        )
+        runner.work(until_idle=True)
     detail = _expect(store, job_id, Stage.awaiting_review, narrate, explain)
     narrate(
         "The job waits at the integration gate. "

@@ -29,6 +29,7 @@ def test_the_stage_records_the_tokens_the_outcome_reports(
     usage = cairn.detail(job.id)["usage"]
     assert usage["agent_runs"] == 1
     assert usage["input_tokens"] == 1200 and usage["output_tokens"] == 340
+    assert usage["model_requests"] == 3
 
 
 def test_the_stage_builds_the_agent_with_the_runner_s_config(

@@ -927,3 +927,64 @@ def test_naive_timestamps_are_refused(store: Store) -> None:
         job_ledger.transition(
             conn, job, job.stage, job.status, lease_expires_at=datetime(2030, 1, 1)
         )
+
+
+# --- named agents ------------------------------------------------------------------------
+
+NAMED = {"adapter": "openai", "model": "qwen", "base_url": None, "api_key_env": "OPENAI_API_KEY"}
+
+
+def test_named_agents_round_trip_in_order_and_names_are_unique(store: Store) -> None:
+    from cairn.store import agents
+
+    with store.begin() as conn:
+        first = agents.add_agent(conn, "local-qwen", NAMED)
+        agents.add_agent(conn, "hosted", NAMED | {"model": "gpt-4o-mini"})
+        with pytest.raises(UsageError, match="already exists"):
+            agents.add_agent(conn, "local-qwen", NAMED)
+    with store.begin() as conn:
+        assert [(a.name, a.spec["model"]) for a in agents.list_agents(conn)] == [
+            ("local-qwen", "qwen"),
+            ("hosted", "gpt-4o-mini"),
+        ]
+        assert agents.get_agent(conn, "local-qwen") == first
+        assert agents.lookup(conn)("hosted") == NAMED | {"model": "gpt-4o-mini"}
+        assert agents.lookup(conn)("nope") is None
+        with pytest.raises(NotFound, match="no agent named 'nope'"):
+            agents.get_agent(conn, "nope")
+
+
+@pytest.mark.parametrize("name", ["", "Upper", "-lead", "a" * 41, "has space", "openai", "script"])
+def test_named_agent_names_are_checked(store: Store, name: str) -> None:
+    from cairn.store import agents
+
+    with store.begin() as conn, pytest.raises(UsageError):
+        agents.add_agent(conn, name, NAMED)
+
+
+def test_a_rooms_default_agent_is_kept_and_blocks_its_removal(store: Store) -> None:
+    from cairn.store import agents
+
+    _, room = seed_room(store)
+    with store.begin() as conn:
+        agents.add_agent(conn, "local-qwen", NAMED)
+        assert room.default_agent is None
+        assert rooms.set_default_agent(conn, room.id, "local-qwen").default_agent == "local-qwen"
+    with store.begin() as conn, pytest.raises(InvalidState, match="default agent of room"):
+        agents.remove_agent(conn, "local-qwen")
+    with store.begin() as conn:
+        rooms.set_default_agent(conn, room.id, None)
+        agents.remove_agent(conn, "local-qwen")
+        assert agents.list_agents(conn) == []
+        assert rooms.get_room(conn, room.id).default_agent is None
+        with pytest.raises(NotFound):
+            rooms.set_default_agent(conn, 9999, None)
+
+
+def test_usage_records_model_requests(store: Store) -> None:
+    (job,) = submit_jobs(store)
+    with store.begin() as conn:
+        progress.add_usage(conn, job.id, agent="openai", seconds=1.0, model_requests=4)
+        progress.add_usage(conn, job.id, agent="script", seconds=0.5)
+        rows = progress.usage_for_job(conn, job.id)
+    assert [u.model_requests for u in rows] == [4, 0]

@@ -182,6 +182,32 @@ def test_a_0002_store_upgrades_to_an_empty_conversation_ledger_and_keeps_agent_s
         upgraded.close()
 
 
+def test_a_0003_store_upgrades_to_rooms_without_a_default_and_runs_without_model_requests(
+    store_url: str,
+) -> None:
+    from cairn.store import agents, progress
+
+    job = _a_job_in_a_store_at(
+        store_url,
+        "0003",
+        then="INSERT INTO usage (job_id, agent, run_kind, seconds, input_tokens, output_tokens, "
+        "at) VALUES (1, 'script', 'normal', 1.5, 0, 0, '2026-12-01 00:00:00')",
+    )
+    upgraded = Store.open(store_url)
+    try:
+        assert database.current_revision(upgraded.engine) == database.HEAD_REVISION
+        with upgraded.begin() as conn:
+            assert rooms.get_room(conn, job.room_id).default_agent is None
+            assert [u.model_requests for u in progress.usage_for_job(conn, job.id)] == [0]
+            assert agents.list_agents(conn) == []
+            agents.add_agent(conn, "local", {"adapter": "openai", "model": "m"})
+            rooms.set_default_agent(conn, job.room_id, "local")
+        with upgraded.begin() as conn:
+            assert rooms.get_room(conn, job.room_id).default_agent == "local"
+    finally:
+        upgraded.close()
+
+
 def _a_job_in_a_store_at(
     store_url: str,
     revision: str,

@@ -12,18 +12,10 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from cairn.agents.base import Outcome, OutcomeKind, Turn
-from cairn.agents.openai_spec import (
-    ADAPTER,
-    BASE_URL_ENV,
-    DEFAULT_BASE_URL,
-    OpenAISettings,
-    checked_base_url,
-    settings_from_spec,
-)
-from cairn.errors import UsageError
 from cairn.sanitize import MASK
 
 if TYPE_CHECKING:  # pydantic stays out of every import of cairn.agents
+    from cairn.agents.openai_spec import OpenAISpec
     from cairn.config import Config
 
 # Sent when the key's variable is unset: local servers (Ollama, llama.cpp) want none, and the
@@ -37,11 +29,11 @@ DEFAULT_TIMEOUT = 300.0
 class OpenAIAgent:
     """Drives an OpenAI-compatible model through the job's tools, one turn at a time."""
 
-    name = ADAPTER
+    name = "openai"
 
     def __init__(
         self,
-        settings: OpenAISettings,
+        settings: OpenAISpec,
         *,
         base_url: str | None = None,
         api_key: str | None = None,
@@ -61,6 +53,8 @@ class OpenAIAgent:
 
         The spec's base_url wins over the runner's OPENAI_BASE_URL.
         """
+        from cairn.agents.openai_spec import BASE_URL_ENV, checked_base_url, settings_from_spec
+
         settings = settings_from_spec(spec)
         if config is None:
             return cls(settings, base_url=settings.base_url)
@@ -74,18 +68,16 @@ class OpenAIAgent:
     @classmethod
     def spec_from_argument(cls, argument: str) -> dict[str, Any]:
         """`--agent openai:MODEL`: the spec with every default."""
-        model = argument.strip()
-        if not model:
-            raise UsageError(
-                "--agent openai needs a model name, for example --agent openai:qwen2.5-coder:7b"
-            )
-        return settings_from_spec({"adapter": ADAPTER, "model": model}).to_spec()
+        from cairn.agents.openai_spec import spec_for_model
+
+        return spec_for_model(argument)
 
     def run_turn(self, turn: Turn) -> Outcome:
         """One turn of the loop in the job's own conversation."""
         # The SDK is imported only when a turn runs: `import cairn.agents` stays light.
         from cairn.agents.model_loop import LoopSettings, ModelLoop
         from cairn.agents.openai_client import ModelClient
+        from cairn.agents.openai_spec import DEFAULT_BASE_URL
 
         if turn.conversation is None:
             return Outcome(

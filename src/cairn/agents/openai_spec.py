@@ -1,171 +1,196 @@
-"""The stored configuration of the `openai` adapter: its keys, defaults and validation.
+"""The stored spec of an `openai` agent: its one validated shape, and its defaults.
 
-The spec is stored with every job, so it names where the API key is (an environment
-variable of the runner) and never holds the key itself; a base URL that carries credentials
-(userinfo, or a key or token in its query) is refused without being echoed.
+    {"adapter": "openai", "model": str, "base_url": str | None,
+     "api_key_env": str, "max_turn_steps": int, "context_tokens": int,
+     "temperature": float | None, "stream": bool, "tool_protocol": "auto" | "native" | "text"}
+
+A spec is stored with every job that uses it, so it never holds an API key: only the name of
+the runner's environment variable that holds one (`api_key_env`). A base URL that carries
+credentials (userinfo, a key or token in its query) is refused, and never echoed back.
+`base_url` None means the runner's own OPENAI_BASE_URL (the `openai` SDK's default).
+
+This module imports pydantic: import it where a spec is checked (the CLI, the adapter), not
+from `cairn.agents` itself.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final, Literal
 from urllib.parse import parse_qsl, urlsplit
 
-from cairn.errors import UsageError
-from cairn.sanitize import is_secret_name, shape_spans
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-ADAPTER = "openai"
-DEFAULT_KEY_ENV = "OPENAI_API_KEY"
+from cairn.errors import UsageError
+from cairn.sanitize import secret_spans, strip_control
+
+ADAPTER: Final = "openai"
+DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
 BASE_URL_ENV = "OPENAI_BASE_URL"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_MAX_TURN_STEPS = 40
 DEFAULT_CONTEXT_TOKENS = 32_000
-MIN_CONTEXT_TOKENS = 1_000
-PROTOCOLS = ("auto", "native", "text")
-SPEC_KEYS = (
-    "adapter",
-    "model",
-    "base_url",
-    "api_key_env",
-    "max_turn_steps",
-    "context_tokens",
-    "temperature",
-    "stream",
-    "tool_protocol",
-)
-_MODEL = re.compile(r"[\w.:/@+-]{1,200}")
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")
+DEFAULT_STREAM = True
+DEFAULT_TOOL_PROTOCOL: Final = "auto"
+TOOL_PROTOCOLS = ("auto", "native", "text")
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+_MODEL_NAME = re.compile(r"[^\s\x00-\x1f\x7f]{1,200}")
+# Query parameters that carry a credential on the usual APIs (`?key=`, `?api-key=`, `?sig=`).
+_CREDENTIAL_PARAM = re.compile(r"key|token|secret|passw|auth|sig|credential", re.IGNORECASE)
+# Which CLI option sets which field: errors name what the person typed.
+OPTIONS = {
+    "adapter": "--adapter",
+    "model": "--model",
+    "base_url": "--base-url",
+    "api_key_env": "--api-key-env",
+    "max_turn_steps": "--max-turn-steps",
+    "context_tokens": "--context-tokens",
+    "temperature": "--temperature",
+    "stream": "--stream/--no-stream",
+    "tool_protocol": "--tool-protocol",
+}
 
 
-@dataclass(frozen=True)
-class OpenAISettings:
-    """A validated spec (`to_spec` gives back exactly the stored keys)."""
+class OpenAISpec(BaseModel):
+    """An `openai` agent's configuration, exactly as a job stores it."""
 
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    adapter: Literal["openai"] = ADAPTER
     model: str
     base_url: str | None = None
-    api_key_env: str = DEFAULT_KEY_ENV
-    max_turn_steps: int = DEFAULT_MAX_TURN_STEPS
-    context_tokens: int = DEFAULT_CONTEXT_TOKENS
-    temperature: float | None = None
-    stream: bool = True
-    tool_protocol: str = "auto"
+    api_key_env: str = DEFAULT_API_KEY_ENV
+    max_turn_steps: int = Field(default=DEFAULT_MAX_TURN_STEPS, ge=1, le=1000)
+    context_tokens: int = Field(default=DEFAULT_CONTEXT_TOKENS, ge=1000, le=10_000_000)
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0, allow_inf_nan=False)
+    stream: bool = DEFAULT_STREAM
+    tool_protocol: Literal["auto", "native", "text"] = DEFAULT_TOOL_PROTOCOL
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, value: str) -> str:
+        if not _MODEL_NAME.fullmatch(value):
+            raise ValueError(
+                "names the model as the server knows it: 1 to 200 characters, no spaces"
+            )
+        if secret_spans(value):
+            raise ValueError("looks like a credential, not a model name")
+        return value
+
+    @field_validator("base_url")
+    @classmethod
+    def _base_url(cls, value: str | None) -> str | None:
+        return None if value is None else check_base_url(value)
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _api_key_env(cls, value: str) -> str:
+        return check_api_key_env(value)
 
     def to_spec(self) -> dict[str, Any]:
-        """The storable spec: the adapter's name and every setting, nothing secret."""
-        return {
-            "adapter": ADAPTER,
-            "model": self.model,
-            "base_url": self.base_url,
-            "api_key_env": self.api_key_env,
-            "max_turn_steps": self.max_turn_steps,
-            "context_tokens": self.context_tokens,
-            "temperature": self.temperature,
-            "stream": self.stream,
-            "tool_protocol": self.tool_protocol,
-        }
+        """The spec as a job stores it (every field present, defaults filled in)."""
+        return self.model_dump(mode="json")
 
 
-def settings_from_spec(spec: Mapping[str, Any]) -> OpenAISettings:
-    """Validate a stored spec; every problem is a UsageError saying what to set."""
-    unknown = sorted(str(key) for key in spec if key not in SPEC_KEYS)
-    if unknown:
-        shown = ", ".join(k if re.fullmatch(r"\w{1,40}", k) else "?" for k in unknown)
-        raise UsageError(
-            f"the openai agent's configuration has unknown settings ({shown}); "
-            f"the settings are: {', '.join(SPEC_KEYS[1:])}"
-        )
-    model = spec.get("model")
-    if not isinstance(model, str) or not _MODEL.fullmatch(model) or shape_spans(model):
-        raise UsageError(
-            "the openai agent needs a model name (letters, digits and . : / @ + - _), "
-            "for example --agent openai:qwen2.5-coder:7b"
-        )
-    return OpenAISettings(
-        model=model,
-        base_url=checked_base_url(spec.get("base_url"), "the agent's base_url"),
-        api_key_env=_key_env(spec.get("api_key_env", DEFAULT_KEY_ENV)),
-        max_turn_steps=_count(spec, "max_turn_steps", DEFAULT_MAX_TURN_STEPS, 1, 10_000),
-        context_tokens=_count(
-            spec, "context_tokens", DEFAULT_CONTEXT_TOKENS, MIN_CONTEXT_TOKENS, 10_000_000
-        ),
-        temperature=_temperature(spec.get("temperature")),
-        stream=_flag(spec.get("stream", True)),
-        tool_protocol=_protocol(spec.get("tool_protocol", "auto")),
-    )
+def openai_spec(given: Mapping[str, Any]) -> dict[str, Any]:
+    """Validate `given` (unset fields take their defaults) into a storable spec.
+
+    A UsageError names the option at fault and what it takes; it never repeats the value
+    of a base URL or key variable, which may be a credential pasted by mistake.
+    """
+    try:
+        return OpenAISpec.model_validate(dict(given)).to_spec()
+    except ValidationError as exc:
+        raise UsageError(_refusal(exc)) from None
 
 
-def checked_base_url(url: object, where: str) -> str | None:
-    """`url` when it is an http(s) URL without credentials; None stays None."""
+def settings_from_spec(spec: Mapping[str, Any]) -> OpenAISpec:
+    """A stored spec, validated (the adapter's view of it); a UsageError says what to set."""
+    try:
+        return OpenAISpec.model_validate(dict(spec))
+    except ValidationError as exc:
+        raise UsageError(f"the openai agent's configuration: {_refusal(exc)}") from None
+
+
+def checked_base_url(url: str | None, where: str) -> str | None:
+    """`url` checked as `check_base_url` does, a UsageError naming `where`; None stays None."""
     if url is None:
         return None
-    if not isinstance(url, str) or not url.strip():
-        raise UsageError(f"{where} must be an http:// or https:// URL, for example {_EXAMPLE}")
     try:
-        parts = urlsplit(url.strip())
-        parts.port  # noqa: B018 - raises for a port that is not a number
+        return check_base_url(url)
+    except ValueError as exc:
+        raise UsageError(f"{where} {exc}") from None
+
+
+def spec_for_model(model: str) -> dict[str, Any]:
+    """The spec of `--agent openai:MODEL`: that model, every other field its default."""
+    if not model.strip():
+        raise UsageError("--agent openai needs a model, for example --agent openai:qwen2.5-coder")
+    return openai_spec({"model": model.strip()})
+
+
+def check_base_url(value: str) -> str:
+    """`value` if it is an http(s) URL without credentials; ValueError saying why not."""
+    text = strip_control(value).strip()
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018 - raises on a port that is not a number
     except ValueError:
-        raise UsageError(f"{where} is not a valid URL; for example {_EXAMPLE}") from None
+        raise ValueError("is not a URL; give one like http://localhost:8000/v1") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise UsageError(f"{where} must be an http:// or https:// URL, for example {_EXAMPLE}")
-    if parts.username or parts.password or _query_carries_secret(parts.query):
-        # Never echoed: the refused part is a credential.
-        raise UsageError(
-            f"{where} carries credentials; cairn would store it, so remove them and put the "
-            f"key in an environment variable of the runner (api_key_env, {DEFAULT_KEY_ENV} "
-            "by default)"
+        raise ValueError("must be an http:// or https:// URL, like http://localhost:8000/v1")
+    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
+        raise ValueError(
+            "carries credentials (user:password@); cairn would store them with every job, so "
+            "give the URL without them and the key in the variable --api-key-env names"
         )
-    return url.strip()
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    if any(_CREDENTIAL_PARAM.search(name) for name, _ in query) or secret_spans(text):
+        raise ValueError(
+            "carries a key or token in it; cairn would store it with every job, so give the "
+            "URL without it and the key in the variable --api-key-env names"
+        )
+    if parts.fragment:
+        raise ValueError("has a #fragment, which no API endpoint uses; leave it out")
+    return text.rstrip("/")
 
 
-_EXAMPLE = "http://127.0.0.1:11434/v1"
-
-
-def _query_carries_secret(query: str) -> bool:
-    pairs = parse_qsl(query, keep_blank_values=True)
-    return any(is_secret_name(name) or shape_spans(value) for name, value in pairs) or bool(
-        shape_spans(query)
-    )
-
-
-def _key_env(value: object) -> str:
-    if not isinstance(value, str) or not _ENV_NAME.fullmatch(value):
-        raise UsageError(
-            "api_key_env must name an environment variable (letters, digits, _), "
-            f"for example {DEFAULT_KEY_ENV}; it holds the name, never the key"
+def check_api_key_env(value: str) -> str:
+    """`value` if it names an environment variable (never a key); ValueError saying why not."""
+    if value.lower().startswith(("sk-", "sk_")) or secret_spans(value) or _key_shaped(value):
+        raise ValueError(
+            "looks like an API key; cairn stores only the NAME of the variable that holds the "
+            "key (for example OPENAI_API_KEY): put the key in that variable on the runner"
+        )
+    if not _ENV_NAME.fullmatch(value):
+        raise ValueError(
+            "names an environment variable: letters, digits and '_', not starting with a digit "
+            "(for example OPENAI_API_KEY)"
         )
     if value.startswith("CAIRN_"):
-        raise UsageError("api_key_env may not name one of cairn's own CAIRN_* variables")
+        raise ValueError("may not name one of cairn's own CAIRN_* variables")
     return value
 
 
-def _count(spec: Mapping[str, Any], key: str, default: int, low: int, high: int) -> int:
-    value = spec.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise UsageError(f"{key} must be a whole number from {low} to {high}")
-    return value
+def _key_shaped(value: str) -> bool:
+    # Variable names are words; a long run of mixed case and digits is a key pasted by mistake.
+    return len(value) >= 24 and bool(re.search(r"[a-z]", value)) and bool(re.search(r"\d", value))
 
 
-def _temperature(value: object) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise UsageError("temperature must be a number from 0 to 2")
-    if not math.isfinite(value) or not 0 <= value <= 2:
-        raise UsageError("temperature must be a number from 0 to 2")
-    return float(value)
-
-
-def _flag(value: object) -> bool:
-    if not isinstance(value, bool):
-        raise UsageError("stream must be true or false")
-    return value
-
-
-def _protocol(value: object) -> str:
-    if value not in PROTOCOLS:
-        raise UsageError(f"tool_protocol must be one of: {', '.join(PROTOCOLS)}")
-    assert isinstance(value, str)
-    return value
+def _refusal(exc: ValidationError) -> str:
+    problems = []
+    for error in exc.errors(include_url=False, include_input=False):
+        field = str(error["loc"][0]) if error["loc"] else ""
+        option = OPTIONS.get(field)
+        if option is None:
+            problems.append(f"an openai agent has no setting {field!r}" if field else "bad spec")
+            continue
+        message = str(error["msg"]).removeprefix("Value error, ").replace("Input should", "should")
+        if error["type"] == "missing":
+            message = "is required"
+        elif error["type"] == "literal_error" and field == "tool_protocol":
+            message = f"is one of {', '.join(TOOL_PROTOCOLS)}"
+        problems.append(f"{option} {message}")
+    return "; ".join(problems)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from cairn.agents.base import Agent
@@ -38,6 +38,9 @@ class AgentFactory(Protocol):
 
 AGENTS: dict[str, AgentFactory] = {ScriptAgent.name: ScriptAgent, OpenAIAgent.name: OpenAIAgent}
 
+NamedLookup = Callable[[str], Mapping[str, Any] | None]
+"""A named agent's stored spec by name, or None (`cairn.store.agents.lookup(conn)` is one)."""
+
 
 def get_agent(spec: Mapping[str, Any], config: Config | None = None) -> Agent:
     """Build the agent a job's stored spec names, e.g. `{"adapter": "script", ...}`.
@@ -52,15 +55,39 @@ def get_agent(spec: Mapping[str, Any], config: Config | None = None) -> Agent:
     return _adapter_class(spec.get("adapter")).from_spec(spec, config)
 
 
-def load_agent_spec(text: str) -> dict[str, Any]:
-    """Turn a CLI `--agent` value such as `script:PATH` into a storable agent configuration.
+def load_agent_spec(text: str, named: NamedLookup | None = None) -> dict[str, Any]:
+    """Turn a CLI `--agent` value into a storable agent configuration.
+
+    `ADAPTER:ARGUMENT` (`script:PATH`, `openai:MODEL`) asks the adapter to build the spec.
+    A value without a colon is a named agent (`cairn agent add`) when `named` is given, e.g.
+    `load_agent_spec(text, named=cairn.store.agents.lookup(conn))`: its stored spec is copied,
+    so a job keeps the configuration it was submitted with.
 
     The configuration is stored with the job's request, so what the sanitizer masks as a secret
     must not be in it: a configuration carrying one is refused, not masked, because a masked
     script would no longer do what its author wrote.
     """
-    name, _, argument = text.partition(":")
-    spec: dict[str, Any] = _adapter_class(name.strip()).spec_from_argument(argument)
+    name, colon, argument = text.partition(":")
+    if not colon and named is not None and name.strip() not in AGENTS:
+        spec = _named_spec(name.strip(), named)
+    else:
+        spec = _adapter_class(name.strip()).spec_from_argument(argument)
+    _refuse_credentials(spec)
+    return spec
+
+
+def _named_spec(name: str, named: NamedLookup) -> dict[str, Any]:
+    found = named(name)
+    if found is None:
+        shown = repr(name) if re.fullmatch(r"[a-z0-9][a-z0-9_-]{0,39}", name) else "by that name"
+        raise UsageError(
+            f"there is no agent named {shown}; `cairn agent list` shows the named agents, "
+            f"or name an adapter (valid adapters: {_valid_names()}, e.g. --agent script:demo.yaml)"
+        )
+    return dict(found)
+
+
+def _refuse_credentials(spec: Mapping[str, Any]) -> None:
     for path, value in _texts(spec):
         # Prose (a `fail:` message, a summary) is checked like any text cairn shows; code and
         # file content only for secrets by shape, since `token = os.environ[...]` holds none.
@@ -71,7 +98,6 @@ def load_agent_spec(text: str) -> dict[str, Any]:
                 f"the agent's configuration carries what looks like a credential ({where}); "
                 "cairn would store it with the job, so take it out of the script"
             )
-    return spec
 
 
 def _texts(

@@ -16,6 +16,7 @@ except ImportError:  # an older Typer, built on Click itself
     from click import exceptions as click_errors  # type: ignore[no-redef,import-not-found]
 
 from cairn.cli import (
+    agent_commands,
     authority_commands,
     cache_commands,
     gate_commands,
@@ -53,6 +54,7 @@ app.command()(setup_commands.init)
 app.add_typer(authority_commands.user_app, name="user")
 app.add_typer(authority_commands.group_app, name="group")
 app.add_typer(setup_commands.room_app, name="room")
+app.add_typer(agent_commands.agent_app, name="agent")
 app.add_typer(cache_commands.cache_app, name="cache")
 for command in (
     job_commands.submit,

@@ -22,10 +22,16 @@ from cairn.errors import InvalidState, UsageError
 from cairn.stages import Status
 
 if TYPE_CHECKING:
+    from cairn.jobs.view import JobDetail
     from cairn.store import Store
     from cairn.store.records import Job
 
-AGENT_OPTION = typer.Option(..., "--agent", help="The agent, e.g. script:PATH to a YAML script.")
+AGENT_OPTION = typer.Option(
+    None,
+    "--agent",
+    help="The agent: a named agent (`cairn agent list`), openai:MODEL, or script:PATH to a "
+    "YAML script (default: the room's default agent).",
+)
 KIND_OPTION = typer.Option(
     "interactive", "--kind", help="interactive, or scheduled (a fresh context every run)."
 )
@@ -35,7 +41,7 @@ def submit(
     ctx: typer.Context,
     room: str,
     request: str,
-    agent: str = AGENT_OPTION,
+    agent: str | None = AGENT_OPTION,
     as_user: str | None = AS_OPTION,
     as_json: bool = JSON_OPTION,
     kind: str = KIND_OPTION,
@@ -52,7 +58,7 @@ def run(
     ctx: typer.Context,
     room: str,
     request: str,
-    agent: str = AGENT_OPTION,
+    agent: str | None = AGENT_OPTION,
     as_user: str | None = AS_OPTION,
     kind: str = KIND_OPTION,
 ) -> None:
@@ -133,10 +139,37 @@ def show(ctx: typer.Context, job_id: int = JOB_ARGUMENT, as_json: bool = JSON_OP
         console.print(f"  dependency  {dep.ecosystem} {dep.name} {dep.version} ({dep.status})")
     for effect in detail.effects:
         console.print(f"  effect  {effect.kind} {effect.status}")
+    _print_usage(detail)
     if detail.review:
         console.print(f"\n{detail.review.summary}")
     if shown:
         console.print(f"\ndiagnosis: {shown}", style="yellow")
+
+
+TRANSCRIPT_LINES = 10
+"""Tool calls the text view of `cairn show` lists; `--json` lists up to 50."""
+
+
+def _print_usage(detail: JobDetail) -> None:
+    """The usage line and the first tool calls, when the job's agent has run."""
+    usage = detail.usage
+    if usage.agent_runs:
+        corrective = f" ({usage.corrective_runs} corrective)" if usage.corrective_runs else ""
+        console.print(
+            f"usage: {usage.agent_runs} agent run{'s' * (usage.agent_runs != 1)}{corrective}, "
+            f"{usage.model_requests} model requests, {usage.input_tokens} input and "
+            f"{usage.output_tokens} output tokens, {usage.seconds:.1f} s"
+        )
+    summary = detail.transcript_summary
+    total = len(summary.calls) + summary.omitted
+    if not total:
+        return
+    console.print(f"tool calls ({total}):")
+    for call in summary.calls[:TRANSCRIPT_LINES]:
+        target = f" {call.target}" if call.target else ""
+        console.print(f"  {call.name}{target}  {call.status}")
+    if total > TRANSCRIPT_LINES:
+        console.print(f"  ... and {total - TRANSCRIPT_LINES} more (`--json` lists up to 50)")
 
 
 def audit_verify(
@@ -190,20 +223,18 @@ def audit_head(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
 
 
 def _submit(
-    ctx: typer.Context, room: str, request: str, agent: str, as_user: str | None, kind: str
+    ctx: typer.Context, room: str, request: str, agent: str | None, as_user: str | None, kind: str
 ) -> Job:
-    from cairn.agents.registry import load_agent_spec
-    from cairn.jobs.submit import submit_job
+    from cairn.jobs.submit import resolve_agent, submit_job
     from cairn.sanitize import user_sanitizer
 
     s = session(ctx)
-    spec = load_agent_spec(agent)
     with s.store() as store, store.begin() as conn:
         return submit_job(
             conn,
             room=room,
             text=request,
-            agent=spec,
+            agent=resolve_agent(conn, room, agent),
             actor=s.actor(as_user),
             sanitizer=user_sanitizer(s.config),
             kind=kind,

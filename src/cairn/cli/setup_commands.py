@@ -60,11 +60,14 @@ def room_create(
     base: str | None = typer.Option(None, "--base", help="The base branch (default: main)."),
     verify: str | None = typer.Option(None, "--verify", help="A command that checks a result."),
     group: str = typer.Option("default", "--group", help="The group that owns the room."),
+    agent: str | None = typer.Option(
+        None, "--agent", help="A named agent that jobs submitted without --agent use."
+    ),
     as_user: str | None = AS_OPTION,
 ) -> None:
     """Bind a new room to a repository and base branch (an admin of the group decides)."""
     from cairn.jobs.policy import require_group_admin
-    from cairn.store import identity
+    from cairn.store import agents, identity
     from cairn.store.rooms import create_room
 
     s = session(ctx)
@@ -72,6 +75,7 @@ def room_create(
     with s.store() as store, store.begin() as conn:
         owner = identity.get_group(conn, group)
         require_group_admin(conn, owner, s.actor(as_user), "create a room for it")
+        default = agents.get_agent(conn, agents.check_name(agent)).name if agent else None
         create_room(
             conn,
             name=name,
@@ -79,8 +83,38 @@ def room_create(
             repo=location,
             base_branch=branch,
             verify_command=verify,
+            default_agent=default,
         )
-    console.print(f"room {name} created on branch {branch}")
+    with_agent = f", default agent {default}" if default else ""
+    console.print(f"room {name} created on branch {branch}{with_agent}")
+
+
+@room_app.command("set-agent")
+def room_set_agent(
+    ctx: typer.Context,
+    name: str,
+    agent: str | None = typer.Argument(None, help="The named agent (`cairn agent list`)."),
+    clear: bool = typer.Option(False, "--clear", help="Remove the room's default agent."),
+    as_user: str | None = AS_OPTION,
+) -> None:
+    """Give a room a default agent for jobs submitted without --agent (an admin decides)."""
+    from cairn.jobs.policy import require_group_admin
+    from cairn.store import agents, identity
+    from cairn.store.rooms import get_room, set_default_agent
+
+    if (agent is None) == (not clear):
+        raise UsageError("name the room's default agent, or pass --clear to remove it")
+    s = session(ctx)
+    with s.store() as store, store.begin() as conn:
+        room = get_room(conn, name)
+        owner = identity.get_group(conn, room.group_id)
+        require_group_admin(conn, owner, s.actor(as_user), "change its rooms' default agent")
+        default = agents.get_agent(conn, agents.check_name(agent)).name if agent else None
+        set_default_agent(conn, room.id, default)
+    if default:
+        console.print(f"room {name}: jobs submitted without --agent use agent {default}")
+    else:
+        console.print(f"room {name} has no default agent now; each job names its own")
 
 
 @room_app.command("rebind")
@@ -119,6 +153,7 @@ def room_list(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
                 "group": identity.get_group(conn, r.group_id).name,
                 "base": r.base_branch,
                 "verify": r.verify_command,
+                "agent": r.default_agent,
             }
             for r in list_rooms(conn)
         ]
@@ -126,7 +161,8 @@ def room_list(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
         print_json(rooms)
         return
     for room in rooms:
-        console.print(f"{room['name']}  (group {room['group']}, base {room['base']})")
+        agent = f", agent {room['agent']}" if room["agent"] else ""
+        console.print(f"{room['name']}  (group {room['group']}, base {room['base']}{agent})")
 
 
 def _binding(repo: str, base: str | None, git_timeout: float) -> tuple[str, str]:

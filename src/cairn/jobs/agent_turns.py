@@ -96,8 +96,6 @@ def _take_turn(drive: Drive, agent: Agent, saved: context.JobContext, corrective
         outcome = replace(outcome, summary_repair=REPAIR_UNPROVEN)
     with drive.fenced() as conn:
         # Tokens as the adapter's model reported them; the time is the turn's wall clock.
-        # integrator: pass model_requests=outcome.usage.model_requests once progress.add_usage
-        # has the column (issue 13's usage ledger).
         progress.add_usage(
             conn,
             drive.job.id,
@@ -106,6 +104,7 @@ def _take_turn(drive: Drive, agent: Agent, saved: context.JobContext, corrective
             run_kind=RunKind.corrective if corrective else RunKind.normal,
             input_tokens=outcome.usage.input_tokens,
             output_tokens=outcome.usage.output_tokens,
+            model_requests=outcome.usage.model_requests,
         )
     return outcome
 

@@ -13,6 +13,7 @@ from cairn.jobs.access import BINDING_KEY, room_binding
 from cairn.jobs.policy import JOB_KINDS
 from cairn.next_action import Action, NextAction
 from cairn.sanitize import Sanitizer, strip_control
+from cairn.store import agents as named_agents
 from cairn.store import effects
 from cairn.store import jobs as job_ledger
 from cairn.store.identity import get_group, get_user, membership
@@ -61,6 +62,26 @@ def submit_job(
     )
     # Decided in this transaction: `cairn approve` works at once, and admins see what waits.
     return run_gate.decide(conn, job, kind)
+
+
+def resolve_agent(conn: sa.Connection, room: str, agent: str | None) -> dict[str, Any]:
+    """The spec a job submitted to `room` with `--agent agent` stores.
+
+    `agent` is `ADAPTER:ARGUMENT` or a named agent's name; None means the room's default
+    agent, and a UsageError saying how to name one when the room has none.
+    """
+    from cairn.agents.registry import load_agent_spec
+
+    if agent is not None:
+        return load_agent_spec(agent, named=named_agents.lookup(conn))
+    found = get_room(conn, room)
+    if found.default_agent is None:
+        raise UsageError(
+            f"room {found.name} has no default agent, so the job must name one: pass --agent "
+            "(a named agent from `cairn agent list`, openai:MODEL or script:PATH), or give the "
+            f"room a default with `cairn room set-agent {found.name} NAME`"
+        )
+    return dict(named_agents.get_agent(conn, found.default_agent).spec)
 
 
 def retry_job(conn: sa.Connection, job_id: int, actor: str) -> Job:

@@ -16,6 +16,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSeriali
 from cairn.canonical import digest
 from cairn.engine.effects import EffectStatus
 from cairn.engine.ledger import RunStatus
+from cairn.jobs.transcript import transcript_summary
 from cairn.next_action import NextAction, to_data
 from cairn.stages import Gate, Stage, Status, Verdict
 from cairn.store import decisions, effects, progress, stage_runs
@@ -111,9 +112,26 @@ class EffectView(View):
 class UsageView(View):
     agent_runs: int
     corrective_runs: int
-    seconds: float
+    model_requests: int
     input_tokens: int
     output_tokens: int
+    seconds: float
+
+
+class ToolCallView(View):
+    name: str
+    target: str | None
+    """The path or command the call acted on, masked and bounded."""
+    status: str
+    """ok, or error."""
+
+
+class TranscriptSummaryView(View):
+    """The tool calls the job's conversation made (the first 50), never the model's text."""
+
+    calls: tuple[ToolCallView, ...]
+    omitted: int
+    """How many more calls were made than are listed."""
 
 
 class JobDetail(JobSummary):
@@ -135,6 +153,11 @@ class JobDetail(JobSummary):
     dependency_requests: tuple[DependencyRequestView, ...]
     effects: tuple[EffectView, ...]
     usage: UsageView
+    agent: dict[str, Any]
+    """The agent's stored spec (an adapter's settings; never a key, which a spec cannot hold);
+    for the script agent only its step count, since a script's text is the agent's own output
+    before cairn masks it."""
+    transcript_summary: TranscriptSummaryView
 
 
 def feed_message(job: Job, request: Request) -> str:
@@ -220,7 +243,18 @@ def job_detail(conn: sa.Connection, job_id: int) -> JobDetail:
             for e in effects.for_job(conn, job.id)
         ),
         usage=_usage(conn, job.id),
+        agent=agent_view(request.agent),
+        transcript_summary=TranscriptSummaryView.model_validate(transcript_summary(conn, job.id)),
     )
+
+
+def agent_view(spec: dict[str, Any]) -> dict[str, Any]:
+    """What `show` reports of a job's agent spec: its settings, never a script's text."""
+    if spec.get("adapter") == "script":
+        script = spec.get("script")
+        steps = script.get("steps") if isinstance(script, dict) else None
+        return {"adapter": "script", "steps": len(steps) if isinstance(steps, list) else 0}
+    return spec
 
 
 def _usage(conn: sa.Connection, job_id: int) -> UsageView:
@@ -228,7 +262,8 @@ def _usage(conn: sa.Connection, job_id: int) -> UsageView:
     return UsageView(
         agent_runs=len(runs),
         corrective_runs=sum(1 for u in runs if u.run_kind is RunKind.corrective),
-        seconds=round(sum(u.seconds for u in runs), 3),
+        model_requests=sum(u.model_requests for u in runs),
         input_tokens=sum(u.input_tokens for u in runs),
         output_tokens=sum(u.output_tokens for u in runs),
+        seconds=round(sum(u.seconds for u in runs), 3),
     )

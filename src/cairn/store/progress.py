@@ -22,8 +22,9 @@ def add_usage(
     run_kind: str = "normal",
     input_tokens: int = 0,
     output_tokens: int = 0,
+    model_requests: int = 0,
 ) -> None:
-    """Add one agent run's time and tokens to the job's usage (corrective runs included)."""
+    """Add one agent run's time, tokens and model requests to the job's usage (corrective too)."""
     conn.execute(
         sa.insert(usage).values(
             job_id=job_id,
@@ -32,6 +33,7 @@ def add_usage(
             seconds=seconds,
             input_tokens=input_tokens,
             output_tokens=output_tokens,
+            model_requests=model_requests,
             at=utcnow(),
         )
     )

@@ -69,6 +69,19 @@ class Room(Record):
     scope: dict[str, Any]
     """What jobs in this room may do beyond the defaults (for example unsandboxed commands)."""
     created_at: datetime
+    default_agent: str | None = None
+    """The named agent a job submitted without `--agent` uses; None: every job names one."""
+
+
+@dataclasses.dataclass(frozen=True)
+class NamedAgent(Record):
+    """A named agent configuration (`cairn agent add`): the spec a job stores when it names it."""
+
+    id: int
+    name: str
+    spec: dict[str, Any]
+    """The adapter's stored spec; never an API key, only the name of the variable holding it."""
+    created_at: datetime
 
 
 @dataclasses.dataclass(frozen=True)
@@ -227,6 +240,7 @@ class Usage(Record):
     input_tokens: int
     output_tokens: int
     at: datetime
+    model_requests: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "run_kind", RunKind(self.run_kind))

@@ -22,6 +22,7 @@ def create_room(
     base_branch: str,
     verify_command: str | None = None,
     scope: dict[str, Any] | None = None,
+    default_agent: str | None = None,
 ) -> Room:
     """Bind a new room to a repository; room names are unique."""
     _check_name(name, "room")
@@ -36,6 +37,7 @@ def create_room(
             base_branch=base_branch,
             verify_command=verify_command,
             scope=dict(scope or {}),
+            default_agent=default_agent,
             created_at=utcnow(),
         )
         .returning(rooms.c.id)
@@ -59,6 +61,16 @@ def rebind_room(conn: sa.Connection, room_id: int, *, repo: str, base_branch: st
     """Bind the room to another repository or base branch (jobs requested before then block)."""
     updated = conn.execute(
         sa.update(rooms).where(rooms.c.id == room_id).values(repo=repo, base_branch=base_branch)
+    )
+    if updated.rowcount != 1:
+        raise NotFound(f"no room {room_id!r}", next_actions=[NextAction(Action.create_room)])
+    return get_room(conn, room_id)
+
+
+def set_default_agent(conn: sa.Connection, room_id: int, agent: str | None) -> Room:
+    """Make `agent` (a named agent, checked by the caller) the room's default, or clear it."""
+    updated = conn.execute(
+        sa.update(rooms).where(rooms.c.id == room_id).values(default_agent=agent)
     )
     if updated.rowcount != 1:
         raise NotFound(f"no room {room_id!r}", next_actions=[NextAction(Action.create_room)])

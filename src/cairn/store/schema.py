@@ -127,6 +127,18 @@ rooms = sa.Table(
     sa.Column("verify_command", sa.Text),
     sa.Column("scope", sa.JSON, nullable=False),
     _created(),
+    # The named agent a job submitted without `--agent` uses (None: jobs must name one).
+    sa.Column("default_agent", sa.String(40)),
+)
+
+# Named agent configurations, installation-wide: never an API key, only the variable's name.
+agents = sa.Table(
+    "agents",
+    metadata,
+    _id(),
+    sa.Column("name", sa.String(40), nullable=False, unique=True),
+    sa.Column("spec", sa.JSON, nullable=False),
+    _created(),
 )
 
 # Intent and scope: written once, never updated.
@@ -291,5 +303,6 @@ usage = sa.Table(
     sa.Column("seconds", sa.Float, nullable=False),
     sa.Column("input_tokens", sa.Integer, nullable=False, server_default="0"),
     sa.Column("output_tokens", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("model_requests", sa.Integer, nullable=False, server_default="0"),
     sa.Column("at", UTCDateTime, nullable=False),
 )
