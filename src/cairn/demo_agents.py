@@ -29,7 +29,7 @@ from cairn.testing.openai_server import DEFAULT_MODELS, ScriptedOpenAIServer
 from cairn.testing.repos import SAMPLE_FILES
 
 DEMO_AGENTS = ("script", "openai")
-DEMO_KEY_ENV = "CAIRN_DEMO_API_KEY"
+DEMO_KEY_ENV = "DEMO_OPENAI_API_KEY"  # api_key_env may not name a CAIRN_* variable
 """The variable the demo's spec names for the scripted server's key (it takes any key)."""
 DEMO_KEY = "cairn-demo-key"
 DEFAULT_MODEL = "gpt-4o-mini"
