@@ -22,9 +22,11 @@ from cairn.jobs.drive import Drive
 from cairn.jobs.references import DOCUMENT_LIMIT, scheduled_references
 from cairn.jobs.schedules import (
     add_schedule,
+    check_cron,
     fire_due,
     fire_now,
     latest_fire_time,
+    next_fire_time,
     remove_schedule,
     schedule_views,
 )
@@ -384,3 +386,11 @@ def test_a_schedule_added_again_finds_its_previous_run_by_room_and_request(cairn
     assert refs is not None and f"previous run (job {first}," in refs
     other_refs = scheduled_references(Drive(cairn.store, cairn.config, cairn.job(third)))
     assert other_refs is not None and "first run" in other_refs
+
+
+def test_cron_aliases_and_spacing_are_stored_in_one_form() -> None:
+    assert check_cron("  @DAILY ") == "@daily"
+    assert check_cron("0  3 *\t* 1") == "0 3 * * 1"
+    assert latest_fire_time("@daily", DAY + timedelta(hours=2)) == DAY - timedelta(hours=3)
+    assert next_fire_time("0 3 * * *", DAY) == DAY + timedelta(days=1)
+    assert latest_fire_time("0 3 * * *", DAY) == DAY, "a time that is exactly now is due now"
