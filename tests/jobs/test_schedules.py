@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 from cairn.agents.registry import load_agent_spec
 from cairn.errors import CairnError, NotAllowed, NotFound, UsageError
@@ -36,7 +37,7 @@ from cairn.store import decisions, identity
 from cairn.store import jobs as job_ledger
 from cairn.store import schedules as schedule_ledger
 from cairn.store.records import FiringOutcome, FiringTrigger, Job, Schedule
-from cairn.store.schema import utcnow
+from cairn.store.schema import requests, schedules, utcnow
 from cairn.testing.harness import Cairn, Turns
 
 WRITE_ONE = """
@@ -248,6 +249,20 @@ def test_a_requester_who_lost_access_gets_no_job_and_the_firing_says_why(cairn: 
     assert by_hand.outcome is FiringOutcome.skipped and by_hand.job_id is None
     assert by_hand.note is not None and "alice is not a member" in by_hand.note
     assert every_job(cairn) == []
+
+
+def test_a_firing_whose_submit_is_refused_records_why_and_makes_nothing(cairn: Cairn) -> None:
+    added = add(cairn, cron=YEARLY, created=utcnow() - LONG_AGO)
+    with cairn.store.begin() as conn:
+        # A row no cairn wrote (cairn refuses an empty request when the schedule is added).
+        conn.execute(sa.update(schedules).where(schedules.c.id == added.id).values(request=" "))
+    [firing] = fire_due(cairn.store, user_sanitizer(cairn.config))
+    assert firing.outcome is FiringOutcome.skipped and firing.job_id is None
+    assert firing.note == "no job was submitted: the request is empty; say what the agent should do"
+    assert every_job(cairn) == []
+    with cairn.store.begin() as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(requests)).scalar() == 0
+    assert fire_due(cairn.store, user_sanitizer(cairn.config)) == [], "not retried every poll"
 
 
 def test_the_group_policy_decides_a_scheduled_jobs_run_gate(cairn: Cairn) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from cairn.errors import NotAllowed, UsageError
+from cairn.errors import CairnError, NotAllowed, UsageError
 from cairn.jobs.submit import REQUEST_LIMIT, submit_job
 from cairn.sanitize import Sanitizer, secret_spans, strip_control
 from cairn.store import Store
@@ -142,15 +142,22 @@ def fire(
     if denied:
         note = sanitizer.clean(f"no job was submitted: {denied}", NOTE_LIMIT)
         return ledger.settle_firing(conn, firing.id, FiringOutcome.skipped, note=note)
-    job = submit_job(
-        conn,
-        room=room.name,
-        text=schedule.request,
-        agent=schedule.agent,
-        actor=requester.name,
-        sanitizer=sanitizer,
-        kind=SCHEDULED,
-    )
+    try:
+        # A savepoint: a submit refused part-way leaves no half-made job beside the firing.
+        with conn.begin_nested():
+            job = submit_job(
+                conn,
+                room=room.name,
+                text=schedule.request,
+                agent=schedule.agent,
+                actor=requester.name,
+                sanitizer=sanitizer,
+                kind=SCHEDULED,
+            )
+    except CairnError as refused:
+        # Recorded, not raised: a runner would otherwise meet the same refusal on every poll.
+        note = sanitizer.clean(f"no job was submitted: {refused}", NOTE_LIMIT)
+        return ledger.settle_firing(conn, firing.id, FiringOutcome.skipped, note=note)
     return ledger.settle_firing(conn, firing.id, FiringOutcome.created, job_id=job.id)
 
 
