@@ -37,7 +37,7 @@ from cairn.store import decisions, identity
 from cairn.store import jobs as job_ledger
 from cairn.store import schedules as schedule_ledger
 from cairn.store.records import FiringOutcome, FiringTrigger, Job, Schedule
-from cairn.store.schema import requests, schedules, utcnow
+from cairn.store.schema import context_steps, requests, schedules, utcnow
 from cairn.testing.harness import Cairn, Turns
 
 WRITE_ONE = """
@@ -367,9 +367,13 @@ def test_rule_8_a_scheduled_turn_gets_references_and_nothing_of_the_previous_con
     cairn.work()
     # Whatever the earlier run's context holds (its agent state, cairn's notes to it).
     marker = "CONTEXT-OF-THE-EARLIER-RUN"
+    said = "CONVERSATION-OF-THE-EARLIER-RUN"
     with cairn.store.begin() as conn:
         context.post_note(conn, first, "script", marker)
         earlier_context = str(context.load(conn, first))
+        # As a model adapter's conversation would be: one saved step of the earlier job.
+        step = {"job_id": first, "seq": 1, "kind": "assistant", "fencing_token": 1, "at": utcnow()}
+        conn.execute(sa.insert(context_steps).values(**step, payload={"text": said}))
     second = fire(cairn)
     cairn.work()
 
@@ -377,7 +381,7 @@ def test_rule_8_a_scheduled_turn_gets_references_and_nothing_of_the_previous_con
     refs = turn.facts.references
     assert turn.facts.kind == "scheduled" and refs is not None
     assert "Wrote the first notes" in refs and "Run the tests with pytest." in refs
-    assert marker in earlier_context and marker not in refs
+    assert marker in earlier_context and marker not in refs and said not in refs
     assert "BODY-OF-RUN-ONE" not in refs
     assert turn.state is None and turn.notes == (), "a fresh context of its own"
     assert turn.request == added.request
