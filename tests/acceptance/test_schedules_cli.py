@@ -121,14 +121,18 @@ def test_invalid_input_is_one_clear_error(
 
 def test_a_duplicate_name_an_unknown_schedule_and_lost_access_say_what_to_do(cli: Cli) -> None:
     cli.room()
-    add(cli)
-    assert "already exists; pick another name" in add(cli, expect=2).stderr
+    add(cli, cron="0 0 1 1 *")
+    assert "already exists; pick another name" in add(cli, cron="0 0 1 1 *", expect=2).stderr
     for command in ("fire", "remove"):
         done = cli("schedule", command, "weekly", expect=1)
         assert "no schedule 'weekly'" in done.stderr
     cli("group", "member", "remove", "default", "alice")
     lost = cli("schedule", "fire", "nightly", expect=1)
     assert "alice is not a member of group default" in lost.stderr
+    assert cli.json("schedule", "list")[0]["last_outcome"] is None, "a refusal records nothing"
+    # Found due by a runner, the firing is recorded with the reason it made no job.
+    added_long_ago(cli, "nightly")
+    cli.work()
     assert cli.json("jobs") == []
     [listed] = cli.json("schedule", "list")
     assert listed["last_job"] is None and listed["last_outcome"] == "skipped"

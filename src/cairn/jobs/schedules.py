@@ -164,11 +164,17 @@ def fire(
 def fire_now(
     conn: sa.Connection, name: str, sanitizer: Sanitizer, now: datetime | None = None
 ) -> Firing:
-    """Fire the schedule `name` at once (`cairn schedule fire`), recorded at the time now."""
+    """Fire the schedule `name` at once (`cairn schedule fire`), recorded at the time now.
+
+    A firing that would make no job is refused instead (NotAllowed, saying why), and the
+    caller's transaction, rolled back, records nothing: the person asking is told directly.
+    """
     schedule = ledger.get(conn, name)
     firing = fire(conn, schedule, now or utcnow(), FiringTrigger.manual, sanitizer)
     if firing is None:
         raise UsageError(f"schedule {name!r} was fired at this very moment already; try again")
+    if firing.job_id is None:
+        raise NotAllowed(firing.note or "the schedule fired but no job was submitted")
     return firing
 
 
