@@ -188,6 +188,7 @@ def test_a_schedule_added_after_its_time_waits_for_the_next_one(cairn: Cairn) ->
         ({"cron": "0 3 * *"}, "five fields"),
         ({"cron": "0 25 * * *"}, "out of range"),
         ({"cron": "every day"}, "for example"),
+        ({"cron": "0 0 30 2 *"}, "names no date that exists"),
         ({"request": "  \x1b[2m "}, "the request is empty"),
         ({"request": "use ghp_" + "a1" * 18 + " to push"}, "looks like a credential"),
         ({"actor": "nobody"}, "no user 'nobody'"),

@@ -37,7 +37,8 @@ _log = logging.getLogger("cairn.runner")
 
 def check_cron(expression: str) -> str:
     """The expression in its stored form (fields single-spaced); a UsageError saying why not."""
-    from croniter import CroniterError, croniter  # only commands that use schedules load it
+    # Only the commands that use schedules load croniter (`cairn --help` stays quick).
+    from croniter import CroniterBadDateError, CroniterError, croniter
 
     cron = " ".join(strip_control(expression).split())
     fields = cron.split(" ") if cron else []
@@ -53,6 +54,14 @@ def check_cron(expression: str) -> str:
     except (CroniterError, ValueError) as exc:
         raise UsageError(
             f"the cron expression {cron!r} is not valid: {_cron_problem(exc)}; "
+            f"for example {CRON_EXAMPLE}"
+        ) from None
+    try:
+        next_fire_time(cron, utcnow())
+        latest_fire_time(cron, utcnow())
+    except CroniterBadDateError:
+        raise UsageError(
+            f"the cron expression {cron!r} names no date that exists (such as February 30); "
             f"for example {CRON_EXAMPLE}"
         ) from None
     return cron
