@@ -267,6 +267,18 @@ def test_a_firing_whose_submit_is_refused_records_why_and_makes_nothing(cairn: C
     assert fire_due(cairn.store, user_sanitizer(cairn.config)) == [], "not retried every poll"
 
 
+def test_a_schedule_that_cannot_fire_holds_up_no_other(cairn: Cairn) -> None:
+    broken = add(cairn, "broken", cron=YEARLY, created=utcnow() - LONG_AGO)
+    add(cairn, "yearly", cron=YEARLY, created=utcnow() - LONG_AGO)
+    with cairn.store.begin() as conn:
+        # A row no cairn wrote: February 30 never comes, so no fire time can be found.
+        conn.execute(
+            sa.update(schedules).where(schedules.c.id == broken.id).values(cron="0 0 30 2 *")
+        )
+    [firing] = fire_due(cairn.store, user_sanitizer(cairn.config))
+    assert firing.schedule_id != broken.id and firing.job_id is not None
+
+
 def test_the_group_policy_decides_a_scheduled_jobs_run_gate(cairn: Cairn) -> None:
     add(cairn)
     cairn.set_policy(run_approval="admin")

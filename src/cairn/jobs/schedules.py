@@ -197,16 +197,28 @@ def fire_due(store: Store, sanitizer: Sanitizer, now: datetime | None = None) ->
         every = ledger.list_schedules(conn)
     made = []
     for schedule in every:
-        with store.begin() as conn:
-            fire_at = due_fire_time(conn, schedule, at)
-            firing = (
-                fire(conn, schedule, fire_at, FiringTrigger.cron, sanitizer) if fire_at else None
-            )
+        try:
+            firing = _fire_if_due(store, schedule, at, sanitizer)
+        except Exception:
+            # One schedule that cannot fire (a row no cairn wrote) must not hold up the others.
+            _log.exception("schedule %s could not fire; trying again later", schedule.name)
+            continue
         if firing is not None:
             made.append(firing)
-        elif fire_at is not None:
-            _log.debug("schedule %s at %s was fired by another runner", schedule.name, fire_at)
     return made
+
+
+def _fire_if_due(
+    store: Store, schedule: Schedule, at: datetime, sanitizer: Sanitizer
+) -> Firing | None:
+    with store.begin() as conn:
+        fire_at = due_fire_time(conn, schedule, at)
+        if fire_at is None:
+            return None
+        firing = fire(conn, schedule, fire_at, FiringTrigger.cron, sanitizer)
+    if firing is None:
+        _log.debug("schedule %s at %s was fired by another runner", schedule.name, fire_at)
+    return firing
 
 
 @dataclass(frozen=True)
