@@ -22,6 +22,7 @@ from cairn.cli import (
     gate_commands,
     gc_commands,
     job_commands,
+    schedule_commands,
     setup_commands,
 )
 from cairn.cli.context import Session, command_group, errors
@@ -56,6 +57,7 @@ app.add_typer(authority_commands.group_app, name="group")
 app.add_typer(setup_commands.room_app, name="room")
 app.add_typer(agent_commands.agent_app, name="agent")
 app.add_typer(cache_commands.cache_app, name="cache")
+app.add_typer(schedule_commands.schedule_app, name="schedule")
 for command in (
     job_commands.submit,
     job_commands.run,

@@ -18,6 +18,7 @@ from cairn.jobs import context, follow_ups
 from cairn.jobs.dependencies import install_approved, missing_declarations
 from cairn.jobs.drive import Drive
 from cairn.jobs.ledger import run_record
+from cairn.jobs.references import scheduled_references
 from cairn.jobs.view import feed_message
 from cairn.sanitize import SUMMARY_LIMIT
 from cairn.stages import Stage
@@ -85,6 +86,7 @@ def _take_turn(drive: Drive, agent: Agent, saved: context.JobContext, corrective
             room=drive.room.name,
             base_branch=drive.room.base_branch,
             verify_command=drive.sanitizer.mask(drive.room.verify_command or "") or None,
+            references=scheduled_references(drive),
         ),
         mask=drive.sanitizer.mask,
     )

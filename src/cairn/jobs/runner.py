@@ -19,6 +19,7 @@ from cairn.config import Config
 from cairn.engine import NO_FAULTS, Faults
 from cairn.jobs.drive import Drive, ProgressCallback
 from cairn.jobs.workflow import CODE_JOB, RUN_GATE
+from cairn.sanitize import user_sanitizer
 from cairn.stages import Status
 from cairn.store import Store, leases
 from cairn.store.records import Job
@@ -79,6 +80,8 @@ class Runner:
         driven: list[Job] = []
         waiting = False
         while True:
+            if job_id is None:  # `cairn run` works on its one job; `cairn work` fires schedules
+                self._fire_schedules()
             with self.store.begin() as conn:
                 job = leases.claim(conn, self.runner_id, self.config.lease_seconds, job_id=job_id)
             if job is not None:
@@ -91,6 +94,19 @@ class Runner:
                 waiting = True
                 self.on_idle()
             time.sleep(IDLE_POLL_SECONDS)
+
+    def _fire_schedules(self) -> None:
+        """Submit the scheduled jobs now due (one per schedule and fire time, whoever fires)."""
+        from cairn.jobs.schedules import fire_due
+
+        try:
+            fired = fire_due(self.store, user_sanitizer(self.config))
+        except Exception:
+            # A schedule that cannot fire now must not stop the runner's jobs; it is retried.
+            _log.exception("could not fire the due schedules; trying again on the next poll")
+            return
+        for firing in fired:
+            _log.info("schedule %s fired for %s", firing.schedule_id, firing.fire_at)
 
     def drive(self, job: Job) -> Job:
         """Drive one claimed job, renewing its lease from a heartbeat thread."""

@@ -278,3 +278,57 @@ class ContextStep(Record):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", StepKind(self.kind))
+
+
+@dataclasses.dataclass(frozen=True)
+class Schedule(Record):
+    """A standing request: each firing submits one scheduled job as `requester_id`."""
+
+    id: int
+    name: str
+    room_id: int
+    cron: str
+    """Five cron fields (or an @alias), read in UTC."""
+    request: str
+    """Sanitized once when the schedule was added; every firing submits it as it is."""
+    agent: dict[str, Any]
+    requester_id: int
+    created_at: datetime
+
+
+class FiringTrigger(StrEnum):
+    """What made a schedule fire."""
+
+    cron = "cron"
+    """A runner found the schedule due (the latest fire time, never a backlog)."""
+    manual = "manual"
+    """A person ran `cairn schedule fire`."""
+
+
+class FiringOutcome(StrEnum):
+    """What one firing came to."""
+
+    pending = "pending"
+    """Claimed by a runner whose transaction has not settled it yet (never committed so)."""
+    created = "created"
+    """A scheduled job was submitted; `job_id` names it."""
+    skipped = "skipped"
+    """No job: the requester may no longer submit to the room; `note` says why."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Firing(Record):
+    """One firing of a schedule: at most one per schedule and fire time."""
+
+    id: int
+    schedule_id: int
+    fire_at: datetime
+    trigger: FiringTrigger
+    outcome: FiringOutcome
+    job_id: int | None
+    note: str | None
+    at: datetime
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "trigger", FiringTrigger(self.trigger))
+        object.__setattr__(self, "outcome", FiringOutcome(self.outcome))

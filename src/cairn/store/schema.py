@@ -306,3 +306,35 @@ usage = sa.Table(
     sa.Column("model_requests", sa.Integer, nullable=False, server_default="0"),
     sa.Column("at", UTCDateTime, nullable=False),
 )
+
+# Standing requests: each firing submits one scheduled job in the room, as its requester.
+schedules = sa.Table(
+    "schedules",
+    metadata,
+    _id(),
+    sa.Column("name", sa.String(64), nullable=False, unique=True),
+    sa.Column("room_id", sa.ForeignKey("rooms.id"), nullable=False),
+    sa.Column("cron", sa.String(255), nullable=False),
+    sa.Column("request", sa.Text, nullable=False),
+    # The agent spec as `load_agent_spec` made it: an adapter and settings, never a key.
+    sa.Column("agent", sa.JSON, nullable=False),
+    sa.Column("requester_id", sa.ForeignKey("users.id"), nullable=False),
+    _created(),
+)
+
+# One row per schedule and fire time, whichever runner got there first: the unique pair is
+# what makes a firing happen once however many runners see it due. A firing that made no job
+# (its requester lost access) says why.
+schedule_firings = sa.Table(
+    "schedule_firings",
+    metadata,
+    _id(),
+    sa.Column("schedule_id", sa.ForeignKey("schedules.id"), nullable=False),
+    sa.Column("fire_at", UTCDateTime, nullable=False),
+    sa.Column("trigger", sa.String(16), nullable=False),
+    sa.Column("outcome", sa.String(16), nullable=False),
+    _job_fk(nullable=True),
+    sa.Column("note", sa.Text),
+    sa.Column("at", UTCDateTime, nullable=False),
+    sa.UniqueConstraint("schedule_id", "fire_at"),
+)

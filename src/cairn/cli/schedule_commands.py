@@ -1,0 +1,106 @@
+"""Schedules: standing requests that `cairn work` fires as scheduled jobs."""
+
+from __future__ import annotations
+
+import typer
+
+from cairn.cli.context import AS_OPTION, JSON_OPTION, command_group, console, print_json, session
+
+schedule_app = command_group(
+    "Standing requests fired as scheduled jobs by `cairn work` (cron times in UTC)."
+)
+NAME_ARGUMENT = typer.Argument(..., metavar="NAME", help="The schedule's name.")
+
+
+@schedule_app.command("add")
+def schedule_add(
+    ctx: typer.Context,
+    name: str = NAME_ARGUMENT,
+    room: str = typer.Argument(..., metavar="ROOM", help="The room its jobs run in."),
+    request: str = typer.Argument(..., metavar="REQUEST", help="What each run should do."),
+    cron: str = typer.Option(
+        ..., "--cron", help='When, in UTC: five cron fields, e.g. "0 3 * * 1" (Mondays 03:00).'
+    ),
+    agent: str | None = typer.Option(
+        None,
+        "--agent",
+        help="The agent: script:PATH, openai:MODEL or a named agent (default: the room's).",
+    ),
+    as_user: str | None = AS_OPTION,
+) -> None:
+    """Add a schedule; each firing submits one scheduled job as its requester (--as)."""
+    from cairn.jobs.schedules import add_schedule, check_cron, next_fire_time
+    from cairn.jobs.submit import resolve_agent
+    from cairn.sanitize import user_sanitizer
+    from cairn.store.schema import utcnow
+
+    s = session(ctx)
+    stored = check_cron(cron)  # before anything else: the commonest mistake
+    with s.store() as store, store.begin() as conn:
+        schedule = add_schedule(
+            conn,
+            name=name,
+            room=room,
+            cron=stored,
+            request=request,
+            agent=resolve_agent(conn, room, agent),
+            actor=s.actor(as_user),
+            sanitizer=user_sanitizer(s.config),
+        )
+    first = next_fire_time(schedule.cron, utcnow())
+    console.print(
+        f"schedule {schedule.name} added; it first fires at {first:%Y-%m-%d %H:%M} UTC "
+        "while a runner works (`cairn work`)"
+    )
+
+
+@schedule_app.command("list")
+def schedule_list(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
+    """List schedules with their next and last fire times and last job."""
+    from cairn.jobs.schedules import schedule_views
+
+    with session(ctx).store() as store, store.begin() as conn:
+        views = schedule_views(conn)
+    if as_json:
+        print_json([view.to_data() for view in views])
+        return
+    if not views:
+        console.print("no schedules yet")
+    for view in views:
+        last = "never fired"
+        if view.last_fire_at is not None:
+            made = f"job {view.last_job}" if view.last_job else "no job"
+            last = f"last {view.last_fire_at:%Y-%m-%d %H:%M} UTC ({made})"
+        console.print(
+            f"{view.name:<16} {view.room:<12} {view.cron:<16} next "
+            f"{view.next_fire_at:%Y-%m-%d %H:%M} UTC, {last}  {view.request.splitlines()[0][:50]}"
+        )
+        if view.last_note:
+            console.print(f"  {view.last_note}", style="yellow")
+
+
+@schedule_app.command("remove")
+def schedule_remove(ctx: typer.Context, name: str = NAME_ARGUMENT) -> None:
+    """Remove a schedule; the jobs it submitted stay as they are."""
+    from cairn.jobs.schedules import remove_schedule
+
+    with session(ctx).store() as store, store.begin() as conn:
+        removed = remove_schedule(conn, name)
+    console.print(f"schedule {removed.name} removed")
+
+
+@schedule_app.command("fire")
+def schedule_fire(
+    ctx: typer.Context, name: str = NAME_ARGUMENT, as_json: bool = JSON_OPTION
+) -> None:
+    """Fire a schedule now: submit its scheduled job (the group's policy decides its run)."""
+    from cairn.jobs.schedules import fire_now
+    from cairn.sanitize import user_sanitizer
+
+    s = session(ctx)
+    with s.store() as store, store.begin() as conn:
+        firing = fire_now(conn, name, user_sanitizer(s.config))
+    if as_json:
+        print_json({"job": firing.job_id, "fire_at": firing.fire_at.isoformat()})
+    else:
+        typer.echo(firing.job_id)
