@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from types import MappingProxyType
@@ -58,8 +58,19 @@ class Ledger(Protocol):
         """Record what the run produced and whether it was accepted."""
         ...
 
-    def mark_reused(self, record: RunRecord) -> None:
-        """Record that a later drive took this accepted run from its snapshot."""
+    def record(
+        self,
+        stage: str,
+        recipe_id: str,
+        status: RunStatus,
+        content_id: str | None,
+        evidence: Evidence,
+    ) -> RunRecord:
+        """Record an effect-free stage's recipe and outcome at once, in one write, all or none."""
+        ...
+
+    def mark_reused(self, records: Sequence[RunRecord]) -> None:
+        """Record that a later drive took these accepted runs from its snapshot: all, or none."""
         ...
 
 
@@ -142,5 +153,18 @@ class MemoryLedger:
             "evidence": evidence.to_data(),
         }
 
-    def mark_reused(self, record: RunRecord) -> None:
-        self.rows[record.ref]["reused"] = self.rows[record.ref].get("reused", 0) + 1
+    def record(
+        self,
+        stage: str,
+        recipe_id: str,
+        status: RunStatus,
+        content_id: str | None,
+        evidence: Evidence,
+    ) -> RunRecord:
+        run = self.start(stage, recipe_id)
+        self.finish(run, status, content_id, evidence)
+        return RunRecord(stage, run.attempt, recipe_id, content_id, evidence, status, ref=run.ref)
+
+    def mark_reused(self, records: Sequence[RunRecord]) -> None:
+        for record in records:
+            self.rows[record.ref]["reused"] = self.rows[record.ref].get("reused", 0) + 1

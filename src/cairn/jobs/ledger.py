@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from cairn.engine import EffectState, EffectStatus, Evidence, RunRecord, RunStatus, read_record
@@ -53,9 +53,32 @@ class StoreLedger:
                 conn, run.ref, status=status, content_id=content_id, evidence=evidence.to_data()
             )
 
-    def mark_reused(self, record: RunRecord) -> None:
+    def record(
+        self,
+        stage: str,
+        recipe_id: str,
+        status: RunStatus,
+        content_id: str | None,
+        evidence: Evidence,
+    ) -> RunRecord:
         with self.store.fenced(self.job_id, self.token) as conn:
-            stage_runs.mark_reused(conn, record.ref)
+            run = stage_runs.record(
+                conn,
+                self.job_id,
+                stage,
+                recipe_id,
+                self.token,
+                status=status,
+                content_id=content_id,
+                evidence=evidence.to_data(),
+            )
+        recorded = run_record(run)
+        assert recorded is not None, "a run just recorded reads back"
+        return recorded
+
+    def mark_reused(self, records: Sequence[RunRecord]) -> None:
+        with self.store.fenced(self.job_id, self.token) as conn:
+            stage_runs.mark_reused(conn, self.job_id, [record.ref for record in records])
 
 
 class StoreEffects:

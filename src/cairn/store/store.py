@@ -14,6 +14,17 @@ from cairn.stages import Status
 from cairn.store import database
 from cairn.store.schema import installation, jobs, utcnow
 
+_FENCE = (
+    sa.update(jobs)
+    .where(
+        jobs.c.id == sa.bindparam("job"),
+        jobs.c.fencing_token == sa.bindparam("token"),
+        jobs.c.status == Status.running.value,
+    )
+    .values(updated_at=sa.bindparam("now"))
+)
+"""The guard of every fenced transaction, built once: it runs before every fenced write."""
+
 
 class Store:
     """Owns the engine; ledger functions take the connection a transaction hands out."""
@@ -71,13 +82,7 @@ class Store:
         """
         with self.engine.begin() as connection:
             guard = connection.execute(
-                sa.update(jobs)
-                .where(
-                    jobs.c.id == job_id,
-                    jobs.c.fencing_token == fencing_token,
-                    jobs.c.status == Status.running.value,
-                )
-                .values(updated_at=utcnow())
+                _FENCE, {"job": job_id, "token": fencing_token, "now": utcnow()}
             )
             if guard.rowcount != 1:
                 raise LeaseLost(
