@@ -128,21 +128,7 @@ class MemoryLedger:
         return [dict(row) for row in self.rows]
 
     def start(self, stage: str, recipe_id: str) -> RunRecord:
-        attempt = 1 + sum(1 for row in self.rows if row["stage"] == stage)
-        self.rows.append(
-            {
-                "id": len(self.rows),
-                "stage": stage,
-                "attempt": attempt,
-                "recipe_id": recipe_id,
-                "content_id": None,
-                "evidence": None,
-                "status": RunStatus.running.value,
-            }
-        )
-        return RunRecord(
-            stage, attempt, recipe_id, None, Evidence(), RunStatus.running, ref=len(self.rows) - 1
-        )
+        return self._append(stage, recipe_id, RunStatus.running, None, Evidence(), None)
 
     def finish(
         self, run: RunRecord, status: RunStatus, content_id: str | None, evidence: Evidence
@@ -161,9 +147,32 @@ class MemoryLedger:
         content_id: str | None,
         evidence: Evidence,
     ) -> RunRecord:
-        run = self.start(stage, recipe_id)
-        self.finish(run, status, content_id, evidence)
-        return RunRecord(stage, run.attempt, recipe_id, content_id, evidence, status, ref=run.ref)
+        return self._append(stage, recipe_id, status, content_id, evidence, evidence.to_data())
+
+    def _append(
+        self,
+        stage: str,
+        recipe_id: str,
+        status: RunStatus,
+        content_id: str | None,
+        evidence: Evidence,
+        stored_evidence: Any,
+    ) -> RunRecord:
+        attempt = 1 + sum(1 for row in self.rows if row["stage"] == stage)
+        self.rows.append(
+            {
+                "id": len(self.rows),
+                "stage": stage,
+                "attempt": attempt,
+                "recipe_id": recipe_id,
+                "content_id": content_id,
+                "evidence": stored_evidence,
+                "status": status.value,
+            }
+        )
+        return RunRecord(
+            stage, attempt, recipe_id, content_id, evidence, status, ref=len(self.rows) - 1
+        )
 
     def mark_reused(self, records: Sequence[RunRecord]) -> None:
         for record in records:
