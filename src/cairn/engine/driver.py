@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic
 
 from cairn.engine.evidence import Evidence
 from cairn.engine.faults import NO_FAULTS, Faults
-from cairn.engine.identity import recipe_id
+from cairn.engine.identity import UpstreamContents, recipe_id
 from cairn.engine.ledger import Ledger, RunRecord, RunStatus, Snapshot
 from cairn.engine.workflow import (
     C,
@@ -24,7 +24,9 @@ from cairn.engine.workflow import (
 )
 
 
-def stage_recipe(stage: StageDef[C], ctx: C, upstream: dict[str, str | None]) -> str:
+def stage_recipe(
+    stage: StageDef[C], ctx: C, upstream: Mapping[str, str | None] | UpstreamContents
+) -> str:
     """The recipe identity the driver records for `stage`, given the contents before it."""
     return recipe_id(
         stage.name,
@@ -68,8 +70,9 @@ class Engine(Generic[C]):
         # Reused runs not yet marked: marked together, in one write, before the next stage
         # runs or the drive returns (a crash first leaves them unmarked, to be reused again).
         reused: list[RunRecord] = []
+        upstream_contents = UpstreamContents()  # report.contents, kept encoded
         for stage in workflow.stages:
-            recipe = stage_recipe(stage, ctx, report.contents)
+            recipe = stage_recipe(stage, ctx, upstream_contents)
             run = self._reusable(stage, ctx, recipe)
             if run is not None:
                 self.faults.point("before_reuse", stage.name)
@@ -88,6 +91,7 @@ class Engine(Generic[C]):
                 report.ran.append(stage.name)
             accepted[stage.name] = run
             report.contents[stage.name] = run.content_id
+            upstream_contents.add(stage.name, run.content_id)
         self._mark_reused(reused)
         return report
 

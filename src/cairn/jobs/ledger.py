@@ -6,7 +6,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from cairn.engine import EffectState, EffectStatus, Evidence, RunRecord, RunStatus, read_record
-from cairn.store import Store, effects, stage_runs
+from cairn.store import Store, effects, fenced_runs, stage_runs
 from cairn.store.records import StageRun
 
 
@@ -40,18 +40,24 @@ class StoreLedger:
             yield _fields(run)
 
     def start(self, stage: str, recipe_id: str) -> RunRecord:
-        with self.store.fenced(self.job_id, self.token) as conn:
-            started = run_record(stage_runs.start(conn, self.job_id, stage, recipe_id, self.token))
+        started = run_record(
+            fenced_runs.start(self.store, self.job_id, self.token, stage, recipe_id)
+        )
         assert started is not None, "a run just recorded reads back"
         return started
 
     def finish(
         self, run: RunRecord, status: RunStatus, content_id: str | None, evidence: Evidence
     ) -> None:
-        with self.store.fenced(self.job_id, self.token) as conn:
-            stage_runs.finish(
-                conn, run.ref, status=status, content_id=content_id, evidence=evidence.to_data()
-            )
+        fenced_runs.finish(
+            self.store,
+            self.job_id,
+            self.token,
+            run.ref,
+            status=status,
+            content_id=content_id,
+            evidence=evidence.to_data(),
+        )
 
     def record(
         self,
@@ -61,17 +67,16 @@ class StoreLedger:
         content_id: str | None,
         evidence: Evidence,
     ) -> RunRecord:
-        with self.store.fenced(self.job_id, self.token) as conn:
-            run = stage_runs.record(
-                conn,
-                self.job_id,
-                stage,
-                recipe_id,
-                self.token,
-                status=status,
-                content_id=content_id,
-                evidence=evidence.to_data(),
-            )
+        run = fenced_runs.record(
+            self.store,
+            self.job_id,
+            self.token,
+            stage,
+            recipe_id,
+            status=status,
+            content_id=content_id,
+            evidence=evidence.to_data(),
+        )
         recorded = run_record(run)
         assert recorded is not None, "a run just recorded reads back"
         return recorded

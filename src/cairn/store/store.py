@@ -85,14 +85,19 @@ class Store:
                 _FENCE, {"job": job_id, "token": fencing_token, "now": utcnow()}
             )
             if guard.rowcount != 1:
-                raise LeaseLost(
-                    f"job {job_id} is now held by another runner, waits for a person, "
-                    "or has ended; this runner stopped driving it"
-                )
+                raise lease_lost(job_id)
             yield connection
 
     def close(self) -> None:
         self.engine.dispose()
+
+
+def lease_lost(job_id: int) -> LeaseLost:
+    """The error of a fenced write refused because its token is no longer the job's."""
+    return LeaseLost(
+        f"job {job_id} is now held by another runner, waits for a person, or has ended; "
+        "this runner stopped driving it"
+    )
 
 
 def installation_of(conn: sa.Connection) -> str:
