@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+import sqlalchemy as sa
 from tests.store.test_contract import claimed, submit_jobs
 
 from cairn.engine import (
@@ -25,6 +26,7 @@ from cairn.jobs.ledger import StoreLedger
 from cairn.store import Store
 from cairn.store import stage_runs as stage_run_ledger
 from cairn.store.records import Job, StageRun
+from cairn.store.schema import stage_runs as stage_runs_table
 
 HOLDS = Evidence.of(Measurement("done", 1, Expect.equals, 1))
 LATER = timedelta(hours=1)
@@ -192,3 +194,28 @@ def test_a_crash_at_the_reuse_batch_marks_all_or_none_and_the_next_resume_finish
     assert (report.reused, report.ran) == (["a", "b", "c"], ["d"])
     assert all(run.reused_at is not None for run in runs(store, job)[:3])
     assert shape(store, job) == [(s, 1, "accepted") for s in "abcd"]
+
+
+def test_a_stale_token_is_refused_by_the_fenced_start_and_finish(store: Store) -> None:
+    (job,) = submit_jobs(store)
+    first = claimed(store, "runner-a", now=datetime.now(UTC) - LATER)
+    stale = StoreLedger(store, job.id, first.fencing_token)
+    run = stale.start("verifying", "recipe")
+    current = StoreLedger(store, job.id, claimed(store, "runner-b").fencing_token)
+    with pytest.raises(LeaseLost):
+        stale.start("summarizing", "recipe")
+    with pytest.raises(LeaseLost):
+        stale.finish(run, RunStatus.accepted, "content", HOLDS)
+    assert shape(store, job) == [("verifying", 1, "running")]
+    with store.begin() as conn:
+        no_evidence = conn.execute(
+            sa.select(sa.func.count()).where(stage_runs_table.c.evidence.is_(None))
+        ).scalar_one()
+    assert no_evidence == 1, "a run without evidence holds SQL NULL, not JSON null"
+    current.finish(run, RunStatus.accepted, "content", HOLDS)
+    (done,) = runs(store, job)
+    assert (done.status, done.content_id, done.evidence) == (
+        RunStatus.accepted,
+        "content",
+        HOLDS.to_data(),
+    )

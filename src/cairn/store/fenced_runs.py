@@ -79,7 +79,7 @@ _INSERT = (
             sa.bindparam("recipe", type_=table.c.recipe_id.type),
             sa.bindparam("run_status", type_=table.c.status.type),
             sa.bindparam("content", type_=table.c.content_id.type),
-            sa.bindparam("run_evidence", type_=table.c.evidence.type),
+            sa.bindparam("run_evidence", type_=stage_runs.EVIDENCE),
             sa.bindparam("token", type_=sa.Integer()),
             _NOW,
             sa.bindparam("ended", type_=UTCDateTime()),
@@ -96,7 +96,7 @@ _FINISH = (
     .values(
         status=sa.bindparam("run_status"),
         content_id=sa.bindparam("content"),
-        evidence=sa.bindparam("run_evidence", type_=table.c.evidence.type),
+        evidence=sa.bindparam("run_evidence", type_=stage_runs.EVIDENCE),
         ended_at=_NOW,
     )
     .returning(*table.c)

@@ -19,6 +19,8 @@ from cairn.store.records import StageRun
 from cairn.store.schema import stage_runs, utcnow
 
 _RUNNING = RunStatus.running.value
+EVIDENCE = sa.JSON(none_as_null=True)
+"""How evidence is bound: no evidence is SQL NULL, as in a row that never had any."""
 
 _ABANDON = (
     sa.update(stage_runs)
@@ -49,7 +51,7 @@ _INSERT = (
         recipe_id=sa.bindparam("recipe"),
         status=sa.bindparam("run_status"),
         content_id=sa.bindparam("content"),
-        evidence=sa.bindparam("run_evidence", type_=stage_runs.c.evidence.type),
+        evidence=sa.bindparam("run_evidence", type_=EVIDENCE),
         fencing_token=sa.bindparam("token"),
         started_at=sa.bindparam("now"),
         ended_at=sa.bindparam("ended"),
@@ -63,7 +65,7 @@ _FINISH = (
     .values(
         status=sa.bindparam("run_status"),
         content_id=sa.bindparam("content"),
-        evidence=sa.bindparam("run_evidence", type_=stage_runs.c.evidence.type),
+        evidence=sa.bindparam("run_evidence", type_=EVIDENCE),
         ended_at=sa.bindparam("now"),
     )
     .returning(*stage_runs.c)
