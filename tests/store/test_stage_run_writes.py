@@ -4,6 +4,7 @@ each boundary between them (simulated at the engine's fault points)."""
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -23,7 +24,7 @@ from cairn.engine import (
 )
 from cairn.errors import LeaseLost, StoreError
 from cairn.jobs.ledger import StoreLedger
-from cairn.store import Store
+from cairn.store import Store, leases
 from cairn.store import stage_runs as stage_run_ledger
 from cairn.store.records import Job, StageRun
 from cairn.store.schema import stage_runs as stage_runs_table
@@ -219,3 +220,27 @@ def test_a_stale_token_is_refused_by_the_fenced_start_and_finish(store: Store) -
         "content",
         HOLDS.to_data(),
     )
+
+
+def test_a_combined_write_racing_a_claim_waits_for_it_and_is_refused(store: Store) -> None:
+    (job,) = submit_jobs(store)
+    first = claimed(store, "runner-a", now=datetime.now(UTC) - LATER)
+    ledger = StoreLedger(store, job.id, first.fencing_token)
+    outcome: list[BaseException | None] = []
+
+    def write() -> None:
+        try:
+            ledger.record("verifying", "recipe", RunStatus.accepted, "content", HOLDS)
+            outcome.append(None)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    with store.begin() as conn:  # runner-b's claim, holding the job row until it commits
+        newer = leases.claim(conn, "runner-b", 60, job_id=job.id)
+        assert newer is not None
+        racer = threading.Thread(target=write)
+        racer.start()
+        racer.join(timeout=1.0)  # the write reaches the database while the claim is open
+    racer.join(timeout=60)
+    assert len(outcome) == 1 and isinstance(outcome[0], LeaseLost)
+    assert runs(store, job) == []
