@@ -159,15 +159,16 @@ def median_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
 def engine_alone(stages: int) -> tuple[float, float]:
     """cairn's engine with no database (MemoryLedger), and its recipe identities alone."""
     from cairn.engine import Engine, MemoryLedger, Upstream, recipe_id
+    from cairn.engine.identity import UpstreamContents
 
     workflow = noop_workflow(stages)
     started = time.perf_counter()
     Engine.starting(MemoryLedger()).drive(workflow, None)
     drive_s = time.perf_counter() - started
-    started, upstream = time.perf_counter(), {}
+    started, upstream = time.perf_counter(), UpstreamContents()
     for stage in workflow.stages:
         recipe_id(stage.name, {}, upstream=upstream, settings={}, tools={})
-        upstream[stage.name] = stage.run(None, Upstream(stage.name, {})).content_id
+        upstream.add(stage.name, stage.run(None, Upstream(stage.name, {})).content_id)
     return drive_s, time.perf_counter() - started
 
 
@@ -238,6 +239,11 @@ def details(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> lis
                     f"{backend} cairn resume: open store + claim {resume['open_s']:.3f} s, "
                     f"snapshot + drive {resume['body_s']:.3f} s; "
                     f"reused {resume['reused']:.0f}, ran {resume['ran']:.0f}"
+                )
+                reuse_ms = 1000 * resume["reuse_s"] / max(resume["reused"], 1)
+                lines.append(
+                    f"{backend} cairn reuse: snapshot + {resume['reused']:.0f} reuse decisions + "
+                    f"their one mark {resume['reuse_s']:.3f} s, {reuse_ms:.3f} ms per reused stage"
                 )
                 intent = figures["intent_first"]["work_s"]
                 lines.append(

@@ -131,13 +131,20 @@ def role_cairn_resume(url: str, stages: int, kill_at: int, entered: float) -> di
     store = Store.open(url)
     ledger = StoreLedger(store, *cairn_claim(store, lease_ran_out=True))
     opened = time.perf_counter()
-    report = Engine.starting(ledger).drive(workflow, None)
+    first_run: list[float] = []  # when the first stage that is not reused starts
+
+    def on_start(stage: Any) -> None:
+        if not first_run:
+            first_run.append(time.perf_counter())
+
+    report = Engine.starting(ledger, on_start=on_start).drive(workflow, None)
     finished = time.perf_counter()
     store.close()
     return {
         "import_s": imported - entered,
         "open_s": opened - started,
         "body_s": finished - opened,
+        "reuse_s": (first_run[0] if first_run else finished) - opened,
         "work_s": finished - started,
         "ran": len(report.ran),
         "reused": len(report.reused),

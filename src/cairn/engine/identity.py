@@ -42,11 +42,11 @@ def recipe_id(
     `upstream` maps earlier stages to their content identities, in workflow order, so a
     changed earlier result changes every later recipe.
     """
-    if not isinstance(upstream, UpstreamContents):
-        contents = UpstreamContents()
-        for name, content in (upstream or {}).items():
-            contents.add(name, content)
-        upstream = contents
+    if isinstance(upstream, UpstreamContents):
+        pairs_json = upstream.json()
+    else:  # checked flatly, encoded in one go: the same text as UpstreamContents makes
+        pairs = [[str(name), _content_id(content)] for name, content in (upstream or {}).items()]
+        pairs_json = canonical_json(pairs, checked=True)
     document = {
         "stage": stage,
         "inputs": check(dict(inputs)),
@@ -55,7 +55,7 @@ def recipe_id(
     }
     # Keys sort as inputs, settings, stage, tools, upstream: the pairs, encoded once each,
     # close the document, which is then exactly canonical_json of it with "upstream" inside.
-    text = canonical_json(document, checked=True)[:-1] + ',"upstream":' + upstream.json() + "}"
+    text = canonical_json(document, checked=True)[:-1] + ',"upstream":' + pairs_json + "}"
     return hashlib.sha256(text.encode()).hexdigest()
 
 
