@@ -37,8 +37,13 @@ def sigkill_self(_code: int = 137) -> None:
 # --- cairn, in a child process -------------------------------------------------------------
 
 
-def noop_workflow(stages: int) -> Any:
-    """N stages that do nothing but return a trivial content id and evidence that holds."""
+def noop_workflow(stages: int, *, effect_free: bool = True) -> Any:
+    """N stages that do nothing but return a trivial content id and evidence that holds.
+
+    They touch nothing outside the process, so they are declared effect-free (one write per
+    stage, as DBOS writes one per step); `effect_free=False` times the path of a stage that
+    acts outside, whose recipe is written, durably, before it runs (two writes per stage).
+    """
     from cairn.engine import Evidence, Expect, Measurement, Result, StageDef, Workflow
 
     evidence = Evidence.of(Measurement("noop", 1, Expect.equals, 1))
@@ -51,6 +56,7 @@ def noop_workflow(stages: int) -> Any:
             required=("noop",),
             # The no-op's content "as it is now" never changes, so an accepted run is reusable.
             content_now=lambda ctx, prior: content,
+            effect_free=effect_free,
         )
 
     return Workflow("noop", tuple(stage(n) for n in range(1, stages + 1)))
@@ -89,7 +95,9 @@ def cairn_claim(store: Any, *, lease_ran_out: bool) -> tuple[int, int]:
     return job.id, job.fencing_token
 
 
-def role_cairn_run(url: str, stages: int, kill_at: int, entered: float) -> dict[str, Any]:
+def role_cairn_run(
+    url: str, stages: int, kill_at: int, entered: float, *, effect_free: bool = True
+) -> dict[str, Any]:
     """Drive N stages from scratch; with kill_at, die by SIGKILL once that stage is accepted."""
     from cairn.engine import Engine, Faults
     from cairn.jobs.ledger import StoreLedger
@@ -103,7 +111,7 @@ def role_cairn_run(url: str, stages: int, kill_at: int, entered: float) -> dict[
     if kill_at:
         rule = Faults.parse(f"crash:after_accept:{stage_name(kill_at)}")
         faults = dataclasses.replace(rule, die=sigkill_self)
-    workflow = noop_workflow(stages)
+    workflow = noop_workflow(stages, effect_free=effect_free)
     started = time.perf_counter()
     report = Engine.starting(ledger, faults=faults).drive(workflow, None)
     work_s = time.perf_counter() - started
@@ -123,13 +131,20 @@ def role_cairn_resume(url: str, stages: int, kill_at: int, entered: float) -> di
     store = Store.open(url)
     ledger = StoreLedger(store, *cairn_claim(store, lease_ran_out=True))
     opened = time.perf_counter()
-    report = Engine.starting(ledger).drive(workflow, None)
+    first_run: list[float] = []  # when the first stage that is not reused starts
+
+    def on_start(stage: Any) -> None:
+        if not first_run:
+            first_run.append(time.perf_counter())
+
+    report = Engine.starting(ledger, on_start=on_start).drive(workflow, None)
     finished = time.perf_counter()
     store.close()
     return {
         "import_s": imported - entered,
         "open_s": opened - started,
         "body_s": finished - opened,
+        "reuse_s": (first_run[0] if first_run else finished) - opened,
         "work_s": finished - started,
         "ran": len(report.ran),
         "reused": len(report.reused),
@@ -213,8 +228,14 @@ def role_dbos_resume(url: str, stages: int, kill_at: int, entered: float) -> dic
     }
 
 
+def role_cairn_intent_run(url: str, stages: int, kill_at: int, entered: float) -> dict[str, Any]:
+    """As cairn-run, with stages not declared effect-free: intent first, then acceptance."""
+    return role_cairn_run(url, stages, kill_at, entered, effect_free=False)
+
+
 ROLES = {
     "cairn-run": role_cairn_run,
+    "cairn-intent-run": role_cairn_intent_run,
     "cairn-resume": role_cairn_resume,
     "dbos-run": role_dbos_run,
     "dbos-resume": role_dbos_resume,

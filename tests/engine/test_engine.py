@@ -362,3 +362,25 @@ def test_a_stage_may_read_only_the_earlier_stages_it_declares() -> None:
     maker = StageDef("make", run=lambda ctx, upstream: Result("c", Evidence()))
     with pytest.raises(KeyError, match="does not declare make"):
         Engine.starting(MemoryLedger()).drive(Workflow("w", (maker, undeclared)), None)
+
+
+def test_a_recipe_from_encoded_upstream_contents_is_the_recipe_from_the_mapping() -> None:
+    from cairn.engine.identity import UpstreamContents
+
+    pairs = {"fetch": "c1", "rendér ✓": 'ü"quoted"', "skipped": None, "publish": "x" * 64}
+    encoded = UpstreamContents()
+    for name, content in pairs.items():
+        encoded.add(name, content)
+    document = {
+        "stage": "s",
+        "inputs": {"b": [1, "x"]},
+        "upstream": [[name, content] for name, content in pairs.items()],
+        "settings": {"model": "m"},
+        "tools": {"git": "2"},
+    }
+    options = {"settings": {"model": "m"}, "tools": {"git": "2"}}
+    expected = digest(document)
+    assert recipe_id("s", {"b": [1, "x"]}, upstream=pairs, **options) == expected
+    assert recipe_id("s", {"b": [1, "x"]}, upstream=encoded, **options) == expected
+    with pytest.raises(TypeError, match="content identities are strings"):
+        encoded.add("bad", 3)  # type: ignore[arg-type]

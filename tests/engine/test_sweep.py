@@ -274,8 +274,30 @@ def test_the_jsonl_ledger_keeps_the_engine_protocol_and_fsyncs_every_line(
     ledger.finish(run, RunStatus.accepted, "content-1", Evidence())
     record = Snapshot.take(JsonlLedger(tmp_path / "ledger.jsonl")).accepted("s")
     assert record is not None and (record.recipe_id, record.content_id) == ("recipe-1", "content-1")
-    ledger.mark_reused(record)
+    ledger.mark_reused([record])
     assert ledger.runs()[0]["reused"] == 1 and len(synced) >= 3
+
+
+def test_the_jsonl_ledger_records_a_run_and_a_reuse_batch_in_one_line_each(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "ledger.jsonl"
+    ledger = JsonlLedger(path)
+    first = ledger.record("a", "recipe-a", RunStatus.accepted, "content-a", Evidence())
+    second = ledger.record("b", "recipe-b", RunStatus.accepted, "content-b", Evidence())
+    again = JsonlLedger(path).record("a", "recipe-a2", RunStatus.failed, None, Evidence())
+    assert (first.attempt, second.attempt, again.attempt) == (1, 1, 2)
+    snapshot = Snapshot.take(JsonlLedger(path))
+    assert snapshot.accepted("a") == first and snapshot.accepted("b") == second
+    lines_before = len(path.read_bytes().splitlines())
+    ledger.mark_reused([first, second])
+    assert len(path.read_bytes().splitlines()) == lines_before + 1
+    jsonl.append(path, {"event": "reused", "id": first.ref})  # one run a line, as before
+    assert [row.get("reused") for row in JsonlLedger(path).runs()] == [2, 1, None]
+    # A torn batch line marks none of its runs.
+    with path.open("ab") as file:
+        file.write(b'{"event":"reused","ids":[1,2')
+    assert [row.get("reused") for row in JsonlLedger(path).runs()] == [2, 1, None]
 
 
 def test_a_recipe_whose_template_was_edited_cannot_be_rebuilt(

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic
 
+from cairn.engine.evidence import Evidence
 from cairn.engine.faults import NO_FAULTS, Faults
-from cairn.engine.identity import recipe_id
+from cairn.engine.identity import UpstreamContents, recipe_id
 from cairn.engine.ledger import Ledger, RunRecord, RunStatus, Snapshot
 from cairn.engine.workflow import (
     C,
@@ -23,7 +24,9 @@ from cairn.engine.workflow import (
 )
 
 
-def stage_recipe(stage: StageDef[C], ctx: C, upstream: dict[str, str | None]) -> str:
+def stage_recipe(
+    stage: StageDef[C], ctx: C, upstream: Mapping[str, str | None] | UpstreamContents
+) -> str:
     """The recipe identity the driver records for `stage`, given the contents before it."""
     return recipe_id(
         stage.name,
@@ -64,14 +67,20 @@ class Engine(Generic[C]):
         """Walk the stages in order; raises StageFailed when one fails, returns when done/paused."""
         report = Report()
         accepted: dict[str, RunRecord] = {}
+        # Reused runs not yet marked: marked together, in one write, before the next stage
+        # runs or the drive returns (a crash first leaves them unmarked, to be reused again).
+        reused: list[RunRecord] = []
+        upstream_contents = UpstreamContents()  # report.contents, kept encoded
         for stage in workflow.stages:
-            recipe = stage_recipe(stage, ctx, report.contents)
+            recipe = stage_recipe(stage, ctx, upstream_contents)
             run = self._reusable(stage, ctx, recipe)
             if run is not None:
-                self.ledger.mark_reused(run)
+                self.faults.point("before_reuse", stage.name)
+                reused.append(run)
                 self.on_reuse(stage, run)
                 report.reused.append(stage.name)
             else:
+                self._mark_reused(reused)
                 # Every earlier stage was accepted or reused by now, so every need is here.
                 upstream = Upstream(stage.name, {need: accepted[need] for need in stage.needs})
                 try:
@@ -82,7 +91,15 @@ class Engine(Generic[C]):
                 report.ran.append(stage.name)
             accepted[stage.name] = run
             report.contents[stage.name] = run.content_id
+            upstream_contents.add(stage.name, run.content_id)
+        self._mark_reused(reused)
         return report
+
+    def _mark_reused(self, reused: list[RunRecord]) -> None:
+        if reused:
+            self.ledger.mark_reused(tuple(reused))
+            self.faults.point("after_reuse", reused[-1].stage)
+            reused.clear()
 
     def _reusable(self, stage: StageDef[C], ctx: C, recipe: str) -> RunRecord | None:
         """The snapshot's accepted run if its recipe matches and its content still does."""
@@ -96,39 +113,60 @@ class Engine(Generic[C]):
         """Run the stage until one attempt is accepted; the accepted run as recorded."""
         for attempt in range(1, stage.max_attempts + 1):
             self.on_start(stage)
-            run = self.ledger.start(stage.name, recipe)
-            self.faults.point("after_start", stage.name)
+            intent = None if stage.effect_free else self._intend(stage, recipe)
             try:
                 result = stage.run(ctx, upstream)
             except Pause as pause:
-                self.ledger.finish(run, RunStatus.paused, None, pause.evidence)
+                self._record(stage, recipe, intent, RunStatus.paused, None, pause.evidence)
                 raise
             except Retry as retry:
-                self.ledger.finish(run, RunStatus.failed, None, retry.evidence)
+                self._record(stage, recipe, intent, RunStatus.failed, None, retry.evidence)
                 if attempt < stage.max_attempts:
                     continue
                 raise StageFailed(
                     f"{stage.name} was tried {attempt} times without a result"
                 ) from None
             except StageFailed as failed:
-                self.ledger.finish(run, RunStatus.failed, None, failed.evidence)
+                self._record(stage, recipe, intent, RunStatus.failed, None, failed.evidence)
                 raise
-            return self._accept(stage, run, result)
+            return self._accept(stage, recipe, intent, result)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _accept(self, stage: StageDef[C], run: RunRecord, result: Result) -> RunRecord:
+    def _intend(self, stage: StageDef[C], recipe: str) -> RunRecord:
+        """Record the recipe, durably, before a stage that may act outside starts its work."""
+        run = self.ledger.start(stage.name, recipe)
+        self.faults.point("after_start", stage.name)
+        return run
+
+    def _record(
+        self,
+        stage: StageDef[C],
+        recipe: str,
+        intent: RunRecord | None,
+        status: RunStatus,
+        content_id: str | None,
+        evidence: Evidence,
+    ) -> RunRecord:
+        """The outcome recorded on the intent, or with the recipe in one write (effect-free)."""
+        if intent is None:
+            return self.ledger.record(stage.name, recipe, status, content_id, evidence)
+        self.ledger.finish(intent, status, content_id, evidence)
+        return dataclasses.replace(intent, status=status, content_id=content_id, evidence=evidence)
+
+    def _accept(
+        self, stage: StageDef[C], recipe: str, intent: RunRecord | None, result: Result
+    ) -> RunRecord:
         self.faults.point("before_accept", stage.name)
         shortfalls = result.evidence.shortfalls(stage.required)
         if shortfalls:
-            self.ledger.finish(run, RunStatus.failed, result.content_id, result.evidence)
+            self._record(
+                stage, recipe, intent, RunStatus.failed, result.content_id, result.evidence
+            )
             raise EvidenceShort(
                 f"{stage.name} was not accepted: {'; '.join(shortfalls)}", result.evidence
             )
-        self.ledger.finish(run, RunStatus.accepted, result.content_id, result.evidence)
-        self.faults.point("after_accept", stage.name)
-        return dataclasses.replace(
-            run,
-            status=RunStatus.accepted,
-            content_id=result.content_id,
-            evidence=result.evidence,
+        run = self._record(
+            stage, recipe, intent, RunStatus.accepted, result.content_id, result.evidence
         )
+        self.faults.point("after_accept", stage.name)
+        return run

@@ -6,6 +6,9 @@
     crash:after_effect:push          die after an effect acted, before it is recorded done
     crash:before_accept:verifying    die after a stage ran, before its result is recorded
     crash:after_accept:running_agent die right after a stage's result was accepted
+    crash:before_reuse:verifying     die once a stage is found reusable, before it is marked
+    crash:after_reuse:verifying      die right after the reused stages up to this one were
+                                     marked (in one write)
     crash:random:0.05:SEED           die at any point with probability 0.05 (seeded)
 """
 
@@ -18,7 +21,15 @@ from dataclasses import dataclass, field
 
 from cairn.errors import UsageError
 
-POINTS = ("after_start", "before_accept", "after_accept", "after_intent", "after_effect")
+POINTS = (
+    "after_start",
+    "before_accept",
+    "after_accept",
+    "before_reuse",
+    "after_reuse",
+    "after_intent",
+    "after_effect",
+)
 EXIT_CODE = 137
 
 

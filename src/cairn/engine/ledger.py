@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from types import MappingProxyType
@@ -58,8 +58,19 @@ class Ledger(Protocol):
         """Record what the run produced and whether it was accepted."""
         ...
 
-    def mark_reused(self, record: RunRecord) -> None:
-        """Record that a later drive took this accepted run from its snapshot."""
+    def record(
+        self,
+        stage: str,
+        recipe_id: str,
+        status: RunStatus,
+        content_id: str | None,
+        evidence: Evidence,
+    ) -> RunRecord:
+        """Record an effect-free stage's recipe and outcome at once, in one write, all or none."""
+        ...
+
+    def mark_reused(self, records: Sequence[RunRecord]) -> None:
+        """Record that a later drive took these accepted runs from its snapshot: all, or none."""
         ...
 
 
@@ -117,21 +128,7 @@ class MemoryLedger:
         return [dict(row) for row in self.rows]
 
     def start(self, stage: str, recipe_id: str) -> RunRecord:
-        attempt = 1 + sum(1 for row in self.rows if row["stage"] == stage)
-        self.rows.append(
-            {
-                "id": len(self.rows),
-                "stage": stage,
-                "attempt": attempt,
-                "recipe_id": recipe_id,
-                "content_id": None,
-                "evidence": None,
-                "status": RunStatus.running.value,
-            }
-        )
-        return RunRecord(
-            stage, attempt, recipe_id, None, Evidence(), RunStatus.running, ref=len(self.rows) - 1
-        )
+        return self._append(stage, recipe_id, RunStatus.running, None, Evidence(), None)
 
     def finish(
         self, run: RunRecord, status: RunStatus, content_id: str | None, evidence: Evidence
@@ -142,5 +139,41 @@ class MemoryLedger:
             "evidence": evidence.to_data(),
         }
 
-    def mark_reused(self, record: RunRecord) -> None:
-        self.rows[record.ref]["reused"] = self.rows[record.ref].get("reused", 0) + 1
+    def record(
+        self,
+        stage: str,
+        recipe_id: str,
+        status: RunStatus,
+        content_id: str | None,
+        evidence: Evidence,
+    ) -> RunRecord:
+        return self._append(stage, recipe_id, status, content_id, evidence, evidence.to_data())
+
+    def _append(
+        self,
+        stage: str,
+        recipe_id: str,
+        status: RunStatus,
+        content_id: str | None,
+        evidence: Evidence,
+        stored_evidence: Any,
+    ) -> RunRecord:
+        attempt = 1 + sum(1 for row in self.rows if row["stage"] == stage)
+        self.rows.append(
+            {
+                "id": len(self.rows),
+                "stage": stage,
+                "attempt": attempt,
+                "recipe_id": recipe_id,
+                "content_id": content_id,
+                "evidence": stored_evidence,
+                "status": status.value,
+            }
+        )
+        return RunRecord(
+            stage, attempt, recipe_id, content_id, evidence, status, ref=len(self.rows) - 1
+        )
+
+    def mark_reused(self, records: Sequence[RunRecord]) -> None:
+        for record in records:
+            self.rows[record.ref]["reused"] = self.rows[record.ref].get("reused", 0) + 1

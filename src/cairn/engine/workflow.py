@@ -92,6 +92,15 @@ class StageDef(Generic[C]):
     """The content identity recomputed from the world as it is now; None: never reused."""
     max_attempts: int = 1
     """How many times one drive may run the stage when it raises Retry."""
+    effect_free: bool = False
+    """True only when `run` changes nothing outside the process that runs it: no file, no
+    workspace, no process, no call that acts elsewhere, no effect, no write to any ledger.
+
+    Such a stage leaves no trace for a resume to reconcile if its runner dies while it runs,
+    so its recipe and its outcome are recorded together, in one write, once `run` returned
+    (a crash before that write means the stage simply runs again). Every other stage has its
+    recipe recorded durably before `run` starts, so a cut-off attempt is always known.
+    """
     needs: tuple[str, ...] = ()
     """Earlier stages whose accepted runs `run` reads, handed to it as its `Upstream`.
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from cairn.engine import EffectState, EffectStatus, Evidence, RunRecord, RunStatus, read_record
-from cairn.store import Store, effects, stage_runs
+from cairn.store import Store, effects, fenced_runs, stage_runs
 from cairn.store.records import StageRun
 
 
@@ -40,22 +40,50 @@ class StoreLedger:
             yield _fields(run)
 
     def start(self, stage: str, recipe_id: str) -> RunRecord:
-        with self.store.fenced(self.job_id, self.token) as conn:
-            started = run_record(stage_runs.start(conn, self.job_id, stage, recipe_id, self.token))
+        started = run_record(
+            fenced_runs.start(self.store, self.job_id, self.token, stage, recipe_id)
+        )
         assert started is not None, "a run just recorded reads back"
         return started
 
     def finish(
         self, run: RunRecord, status: RunStatus, content_id: str | None, evidence: Evidence
     ) -> None:
-        with self.store.fenced(self.job_id, self.token) as conn:
-            stage_runs.finish(
-                conn, run.ref, status=status, content_id=content_id, evidence=evidence.to_data()
-            )
+        fenced_runs.finish(
+            self.store,
+            self.job_id,
+            self.token,
+            run.ref,
+            status=status,
+            content_id=content_id,
+            evidence=evidence.to_data(),
+        )
 
-    def mark_reused(self, record: RunRecord) -> None:
+    def record(
+        self,
+        stage: str,
+        recipe_id: str,
+        status: RunStatus,
+        content_id: str | None,
+        evidence: Evidence,
+    ) -> RunRecord:
+        run = fenced_runs.record(
+            self.store,
+            self.job_id,
+            self.token,
+            stage,
+            recipe_id,
+            status=status,
+            content_id=content_id,
+            evidence=evidence.to_data(),
+        )
+        recorded = run_record(run)
+        assert recorded is not None, "a run just recorded reads back"
+        return recorded
+
+    def mark_reused(self, records: Sequence[RunRecord]) -> None:
         with self.store.fenced(self.job_id, self.token) as conn:
-            stage_runs.mark_reused(conn, record.ref)
+            stage_runs.mark_reused(conn, self.job_id, [record.ref for record in records])
 
 
 class StoreEffects:

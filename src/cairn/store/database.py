@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +23,8 @@ HEAD_REVISION = "0006"
 """The newest migration, known without Alembic so that opening an up-to-date store (every
 command) does not import it; a test checks it against Alembic's own head."""
 SQLITE_BUSY_MS = 30_000
+PING_AFTER_IDLE_S = 1.0
+"""A pooled PostgreSQL connection idle this long is pinged before it is handed out again."""
 # psycopg 3 is the PostgreSQL driver either way; a plain postgresql:// URL means it too.
 POSTGRES_SCHEMES = ("postgresql:", "postgresql+psycopg:")
 
@@ -48,8 +51,7 @@ def make_engine(url: str) -> Engine:
     if url.startswith("sqlite:"):
         return _sqlite_engine(url)
     if url.startswith(POSTGRES_SCHEMES):
-        driver_url = "postgresql+psycopg:" + url.split(":", 1)[1]
-        return sa.create_engine(driver_url, pool_pre_ping=True)
+        return _postgres_engine("postgresql+psycopg:" + url.split(":", 1)[1])
     raise StoreError("the store URL must be sqlite:///, postgresql:// or postgresql+psycopg://")
 
 
@@ -131,6 +133,35 @@ def describe_failure(url: str, exc: sa.exc.DBAPIError) -> str | None:
 
 def _denied(exc: OSError) -> bool:
     return isinstance(exc, PermissionError) or exc.errno == errno.EROFS
+
+
+def _postgres_engine(url: str) -> Engine:
+    """An engine whose pool replaces a connection the server dropped while it sat idle.
+
+    SQLAlchemy's `pool_pre_ping` pings on every checkout: a round trip as long as the write it
+    guards, before every transaction. A connection used a moment ago is known to be alive, so
+    only one idle for PING_AFTER_IDLE_S or longer is pinged (a server restart, an idle
+    timeout); a dead one is replaced before anyone uses it, as with `pool_pre_ping`.
+    """
+    engine = sa.create_engine(url)
+
+    @sa.event.listens_for(engine, "checkin")
+    def _on_checkin(_dbapi_connection: Any, record: Any) -> None:
+        record.info["idle_since"] = time.monotonic()
+
+    @sa.event.listens_for(engine, "checkout")
+    def _on_checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        idle_since = record.info.get("idle_since")
+        if idle_since is None or time.monotonic() - idle_since < PING_AFTER_IDLE_S:
+            return  # just connected, or in use a moment ago
+        try:
+            engine.dialect.do_ping(dbapi_connection)
+        except engine.dialect.loaded_dbapi.Error as exc:
+            if engine.dialect.is_disconnect(exc, dbapi_connection, None):
+                raise sa.exc.DisconnectionError() from exc  # the pool connects afresh
+            raise
+
+    return engine
 
 
 def _sqlite_engine(url: str) -> Engine:

@@ -14,6 +14,17 @@ from cairn.stages import Status
 from cairn.store import database
 from cairn.store.schema import installation, jobs, utcnow
 
+_FENCE = (
+    sa.update(jobs)
+    .where(
+        jobs.c.id == sa.bindparam("job"),
+        jobs.c.fencing_token == sa.bindparam("token"),
+        jobs.c.status == Status.running.value,
+    )
+    .values(updated_at=sa.bindparam("now"))
+)
+"""The guard of every fenced transaction, built once: it runs before every fenced write."""
+
 
 class Store:
     """Owns the engine; ledger functions take the connection a transaction hands out."""
@@ -71,23 +82,22 @@ class Store:
         """
         with self.engine.begin() as connection:
             guard = connection.execute(
-                sa.update(jobs)
-                .where(
-                    jobs.c.id == job_id,
-                    jobs.c.fencing_token == fencing_token,
-                    jobs.c.status == Status.running.value,
-                )
-                .values(updated_at=utcnow())
+                _FENCE, {"job": job_id, "token": fencing_token, "now": utcnow()}
             )
             if guard.rowcount != 1:
-                raise LeaseLost(
-                    f"job {job_id} is now held by another runner, waits for a person, "
-                    "or has ended; this runner stopped driving it"
-                )
+                raise lease_lost(job_id)
             yield connection
 
     def close(self) -> None:
         self.engine.dispose()
+
+
+def lease_lost(job_id: int) -> LeaseLost:
+    """The error of a fenced write refused because its token is no longer the job's."""
+    return LeaseLost(
+        f"job {job_id} is now held by another runner, waits for a person, or has ended; "
+        "this runner stopped driving it"
+    )
 
 
 def installation_of(conn: sa.Connection) -> str:
