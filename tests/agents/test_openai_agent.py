@@ -340,7 +340,7 @@ def test_the_spec_is_validated_without_a_key_and_credentials_are_refused() -> No
     }
     assert isinstance(OpenAIAgent.from_spec(stored, None), OpenAIAgent)
     for url in ("http://user:pw@127.0.0.1:8000/v1", "https://h.example/v1?api_key=abc123"):
-        with pytest.raises(UsageError, match="carries (credentials|a key or token)") as refused:
+        with pytest.raises(UsageError, match=r"carries (credentials|a key or token)") as refused:
             OpenAIAgent.from_spec({**stored, "base_url": url}, None)
         assert "pw" not in str(refused.value) and "abc123" not in str(refused.value)
     for bad, said in [
