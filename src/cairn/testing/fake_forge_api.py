@@ -69,6 +69,7 @@ def _gh_pull(world: ForgeWorld, pull: Pull, base_url: str) -> dict[str, Any]:
         "html_url": f"{web}/{pull.repo}/pull/{pull.number}",
         "state": "open" if pull.state == "open" else "closed",
         "merged": pull.state == "merged",
+        "merged_at": "2026-01-01T00:00:00Z" if pull.state == "merged" else None,
         "merge_commit_sha": pull.merge_sha,
         "draft": pull.draft,
         "title": pull.title,
