@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, Field, ValidationError
+from pydantic import AfterValidator, Field, SecretStr, ValidationError
 from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
@@ -127,6 +127,8 @@ class Config(BaseSettings):
     """The uv to install Python dependencies with; default the one beside cairn, else PATH's."""
     npm_command: AbsolutePath = Field(default=None, validation_alias="CAIRN_NPM")
     """The npm to install npm dependencies with; default PATH's."""
+    secret_key: SecretStr | None = None
+    """The key stored forge credentials are encrypted with (CAIRN_SECRET_KEY); never stored."""
 
     @classmethod
     def settings_customise_sources(
@@ -240,6 +242,7 @@ REFUSALS: dict[str, dict[str, str]] = {
     "osv_dir": _paths("CAIRN_OSV_DIR"),
     "uv_command": _paths("CAIRN_UV"),
     "npm_command": _paths("CAIRN_NPM"),
+    "secret_key": {"": "CAIRN_SECRET_KEY must be text"},
 }
 
 

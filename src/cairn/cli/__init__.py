@@ -18,6 +18,7 @@ except ImportError:  # an older Typer, built on Click itself
 from cairn.cli import (
     authority_commands,
     cache_commands,
+    forge_commands,
     gate_commands,
     gc_commands,
     job_commands,
@@ -52,7 +53,9 @@ def _root(
 app.command()(setup_commands.init)
 app.add_typer(authority_commands.user_app, name="user")
 app.add_typer(authority_commands.group_app, name="group")
+setup_commands.room_app.command("check")(forge_commands.room_check)
 app.add_typer(setup_commands.room_app, name="room")
+app.add_typer(forge_commands.credential_app, name="credential")
 app.add_typer(cache_commands.cache_app, name="cache")
 for command in (
     job_commands.submit,

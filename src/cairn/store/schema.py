@@ -293,3 +293,14 @@ usage = sa.Table(
     sa.Column("output_tokens", sa.Integer, nullable=False, server_default="0"),
     sa.Column("at", UTCDateTime, nullable=False),
 )
+
+# Forge credentials, each encrypted (Fernet, key from CAIRN_SECRET_KEY): never held in clear.
+credentials = sa.Table(
+    "credentials",
+    metadata,
+    _id(),
+    sa.Column("name", sa.String(64), nullable=False, unique=True),
+    sa.Column("ciphertext", sa.Text, nullable=False),
+    _created(),
+    sa.Column("updated_at", UTCDateTime, nullable=False),
+)
