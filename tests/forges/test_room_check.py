@@ -35,7 +35,7 @@ def _check(cli: Cli, token: str, expect: int) -> str:
 def test_a_forge_room_checks_out_with_a_read_write_token(cli: Cli, fake_forge: FakeForge) -> None:
     token = fake_forge.test_token
     assert token is not None
-    assert "created on " in _create(cli, fake_forge, token, "--delivery", "pull_request")
+    assert "created on " in _create(cli, fake_forge, token, "--delivery", "push_and_merge")
     [room] = cli.json("room", "list")
     assert room["name"] == "app" and room["base"] == "main"
     out = _check(cli, token, expect=0)
@@ -92,6 +92,19 @@ def test_room_create_says_which_variable_to_set(cli: Cli, fake_forge: FakeForge)
         (("--forge", "github", "--forge-repo", REPO), "--forge-token-env"),
         (("--repo", ".", "--delivery", "pull_request"), "needs a forge"),
         (("--repo", ".", "--delivery", "carrier-pigeon"), "the deliveries are"),
+        (
+            (
+                "--forge",
+                "github",
+                "--forge-repo",
+                REPO,
+                "--forge-token-env",
+                "T",
+                "--delivery",
+                "pull_request_and_merge",
+            ),
+            "not built yet",
+        ),
     ],
 )
 def test_bad_forge_options_are_usage_errors(cli: Cli, args: tuple[str, ...], says: str) -> None:
