@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import sqlalchemy as sa
 
 from cairn.errors import UsageError
 from cairn.forges.registry import ForgeSettings
+from cairn.workspace.askpass import GitCredential
 
 
 def forge_token(
@@ -30,3 +32,18 @@ def forge_token(
 
     assert settings.credential is not None
     return read_credential(conn, settings.credential, CredentialCipher(secret_key))
+
+
+def room_git_credential(
+    scope: Mapping[str, Any],
+    *,
+    environ: Mapping[str, str],
+    conn: sa.Connection,
+    secret_key: str | None,
+) -> GitCredential | None:
+    """The git login for a room on a forge (from its scope); None for a plain git room."""
+    settings = ForgeSettings.from_scope(scope)
+    if settings is None:
+        return None
+    token = forge_token(settings, environ=environ, conn=conn, secret_key=secret_key)
+    return GitCredential(settings.git_username, token)

@@ -91,8 +91,9 @@ def reviewed_commit(upstream: Upstream) -> str:
 
 
 def _pushed(drive: Drive, sha: str) -> str | None:
+    mirror = drive.mirror
     pushed = delivery.is_pushed(
-        drive.room.repo, drive.branch, sha, timeout=drive.mirror.git_timeout
+        drive.room.repo, drive.branch, sha, timeout=mirror.git_timeout, credential=mirror.credential
     )
     return sha if pushed else None
 

@@ -12,6 +12,7 @@ import contextlib
 import shutil
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 TOKEN_VARIABLE = "CAIRN_GIT_CREDENTIAL"
@@ -26,6 +27,24 @@ case "$1" in
   *) printf '%s\\n' "${TOKEN_VARIABLE}" ;;
 esac
 """
+
+
+@dataclass(frozen=True)
+class GitCredential:
+    """The login cairn's git calls answer a forge's HTTPS challenge with."""
+
+    username: str
+    token: str = field(repr=False)
+
+
+@contextlib.contextmanager
+def credential_environment(credential: GitCredential | None) -> Iterator[dict[str, str]]:
+    """`askpass_environment` for `credential`; nothing at all without one."""
+    if credential is None:
+        yield {}
+        return
+    with askpass_environment(credential.username, credential.token) as env:
+        yield env
 
 
 @contextlib.contextmanager
