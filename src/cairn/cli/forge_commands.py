@@ -68,11 +68,6 @@ def forge_scope(
             raise UsageError(f"--delivery {mode.value} needs a forge: pass --forge")
         return None, {}
     settings = ForgeSettings.parse(forge, repo, url=url, token_env=token_env, credential=credential)
-    if mode != Delivery.push_and_merge:
-        # Refused rather than stored: a room that says pull_request must never deliver by merge.
-        raise UsageError(
-            f"--delivery {mode.value} is not built yet; this cairn delivers push_and_merge only"
-        )
     return settings, {SCOPE_KEY: settings.to_scope(), "delivery": mode.value}
 
 
