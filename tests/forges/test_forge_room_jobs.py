@@ -9,6 +9,7 @@ from tests.acceptance.conftest import Cli
 
 from cairn.testing.fake_forge import FakeForge
 
+pytestmark = pytest.mark.acceptance
 REPO = "acme/app"
 SCRIPT = """
 steps:

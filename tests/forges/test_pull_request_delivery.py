@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 
 import pytest
@@ -9,6 +10,7 @@ from tests.acceptance.conftest import CAIRN, CALL_TIMEOUT, Cli
 
 from cairn.testing.fake_forge import FakeForge
 
+pytestmark = pytest.mark.acceptance
 REPO = "acme/app"
 SCRIPT = """
 steps:
@@ -56,6 +58,15 @@ def test_a_job_is_delivered_as_one_pull_request(cli: Cli, fake_forge: FakeForge)
     effects = [(e["kind"], e["status"]) for e in done["effects"]]
     assert effects == [("push", "done"), ("pull_request", "done")]
     assert fake_forge.branch_sha(REPO, "main") == base, "merging is left to the forge"
+    fake_forge.set_check(REPO, pull.head, "tests", "success")
+    fake_forge.add_review(REPO, pull.number, "bob")
+    shown = json.loads(cli("show", str(job), "--json", env=env).stdout)["pull_request"]
+    assert (shown["number"], shown["state"]) == (pull.number, "open")
+    assert shown["url"].startswith(fake_forge.url)
+    assert shown["checks"] == [{"name": "tests", "state": "success"}]
+    assert shown["reviews"] == [{"user": "bob", "state": "approved"}]
+    unreachable = cli.show(job)["pull_request"]  # this shell lacks FORGE_TOKEN
+    assert unreachable["number"] == pull.number and "FORGE_TOKEN" in unreachable["error"]
 
 
 def test_a_lost_response_leaves_one_pull_request(cli: Cli, fake_forge: FakeForge) -> None:

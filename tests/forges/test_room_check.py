@@ -11,6 +11,7 @@ from tests.acceptance.conftest import CAIRN, Cli
 
 from cairn.testing.fake_forge import READ, FakeForge
 
+pytestmark = pytest.mark.acceptance
 REPO = "acme/app"
 SECRET_KEY = {"CAIRN_SECRET_KEY": "a-long-secret-key-for-the-tests"}
 

@@ -10,6 +10,9 @@ hand is never reopened: the job blocks and says so.
 from __future__ import annotations
 
 import os
+from typing import Any
+
+import sqlalchemy as sa
 
 from cairn.engine import Measurement, perform
 from cairn.engine.evidence import Expect
@@ -109,3 +112,30 @@ def _merge(forge: Forge, number: int) -> str | None:
 def _first_line(text: str, limit: int = 72) -> str:
     line = next((line.strip() for line in text.splitlines() if line.strip()), "cairn job")
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def pull_request_view(
+    conn: sa.Connection, job_id: int, *, secret_key: str | None
+) -> dict[str, Any] | None:
+    """The job's pull request as the forge shows it now (`cairn show`), or None if it has
+    none; a forge that cannot be asked gives the number and why, never a failure."""
+    from cairn.errors import CairnError
+    from cairn.forges import get_forge
+    from cairn.forges.credentials import forge_token
+    from cairn.store import effects
+    from cairn.store import jobs as job_ledger
+    from cairn.store.rooms import get_room
+
+    effect = effects.find(conn, f"job-{job_id}:pull_request")
+    if effect is None or effect.status != "done" or not effect.external_ref:
+        return None
+    room = get_room(conn, job_ledger.get_job(conn, job_id).room_id)
+    settings = ForgeSettings.from_scope(room.scope)
+    number = int(effect.external_ref)
+    if settings is None:
+        return {"number": number, "error": "the room is no longer on a forge"}
+    try:
+        token = forge_token(settings, environ=os.environ, conn=conn, secret_key=secret_key)
+        return get_forge(settings, token).get_pull_request(number).to_dict()
+    except CairnError as exc:
+        return {"number": number, "error": str(exc)}
