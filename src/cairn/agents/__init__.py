@@ -36,16 +36,16 @@ from cairn.agents.script_format import (
 )
 
 __all__ = [
+    "Conversation",
+    "JobFacts",
     "AGENTS",
     "Agent",
     "AgentFactory",
     "AppendStep",
-    "Conversation",
     "DeleteStep",
     "DependencyAsk",
     "FailStep",
     "FinishStep",
-    "JobFacts",
     "LoseStreamStep",
     "Outcome",
     "OutcomeKind",
