@@ -93,19 +93,6 @@ def test_room_create_says_which_variable_to_set(cli: Cli, fake_forge: FakeForge)
         (("--forge", "github", "--forge-repo", REPO), "--forge-token-env"),
         (("--repo", ".", "--delivery", "pull_request"), "needs a forge"),
         (("--repo", ".", "--delivery", "carrier-pigeon"), "the deliveries are"),
-        (
-            (
-                "--forge",
-                "github",
-                "--forge-repo",
-                REPO,
-                "--forge-token-env",
-                "T",
-                "--delivery",
-                "pull_request_and_merge",
-            ),
-            "not built yet",
-        ),
     ],
 )
 def test_bad_forge_options_are_usage_errors(cli: Cli, args: tuple[str, ...], says: str) -> None:
