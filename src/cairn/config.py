@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, Field, ValidationError
+from pydantic import AfterValidator, Field, SecretStr, ValidationError
 from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
@@ -132,6 +132,9 @@ class Config(BaseSettings):
     endpoint and API key from (OPENAI_BASE_URL, the spec's api_key_env). Never dumped or shown:
     it holds keys. Empty for a `Config(...)` built in code, which reads nothing."""
 
+    secret_key: SecretStr | None = None
+    """The key stored forge credentials are encrypted with (CAIRN_SECRET_KEY); never stored."""
+
     @classmethod
     def settings_customise_sources(
         cls,
@@ -251,6 +254,7 @@ REFUSALS: dict[str, dict[str, str]] = {
     "osv_dir": _paths("CAIRN_OSV_DIR"),
     "uv_command": _paths("CAIRN_UV"),
     "npm_command": _paths("CAIRN_NPM"),
+    "secret_key": {"": "CAIRN_SECRET_KEY must be text"},
 }
 
 

@@ -9,6 +9,8 @@ CairnError                     each message says what happened and what to fix; 
 ├── ScriptError                a script agent's YAML is malformed (exit code 2)
 ├── WorkspaceError             git or the workspace refused something
 │   └── BoundaryError          a path would leave the workspace
+├── ForgeError                 a forge (GitHub, GitLab) refused or did not answer
+│   └── ForgeAccessDenied      the credential lacks a permission (named in the message)
 └── StoreError                 the store cannot be opened or migrated
     ├── LeaseLost              this runner's fencing token is no longer current
     └── ContextConflict        a conversation step was not the next one of its job
@@ -60,6 +62,14 @@ class WorkspaceError(CairnError):
 
 class BoundaryError(WorkspaceError):
     pass
+
+
+class ForgeError(CairnError):
+    """A forge's API refused a call or did not answer; the message never holds a credential."""
+
+
+class ForgeAccessDenied(ForgeError):
+    """The forge refused the credential, or it lacks the permission the message names."""
 
 
 class StoreError(CairnError):

@@ -211,3 +211,22 @@ def test_materialized_dependencies_are_read_only_and_first_on_path(workspace: Pa
     assert "REFUSED" in lines and "REFUSED-NEW" in lines and "WROTE-OWN" in lines
     assert tool.read_text() == "#!/bin/sh\necho from the venv\n"
     assert not (workspace / ".venv" / "new").exists()
+
+
+@pytest.mark.parametrize("sandboxed", [True, False], ids=["sandboxed", "unsandboxed"])
+def test_a_forge_token_in_cairns_environment_never_reaches_a_command(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, sandboxed: bool
+) -> None:
+    from cairn.workspace.askpass import TOKEN_VARIABLE
+
+    token = "ghp_ForgeTokenThatMustStayWithCairn01"
+    # A room's --forge-token-env variable, and the one cairn's own git calls get.
+    monkeypatch.setenv("GITHUB_TOKEN", token)
+    monkeypatch.setenv(TOKEN_VARIABLE, token)
+    monkeypatch.setenv("CAIRN_SECRET_KEY", "a-secret-key-of-enough-length")
+    if not sandboxed:
+        monkeypatch.setattr(commands, "_bwrap_path", lambda: None)
+    result = run("env; cat /proc/self/environ | tr '\\0' '\\n'", workspace, allow_unsandboxed=True)
+    assert result.exit_code == 0 and "PATH=" in result.output
+    assert result.sandboxed is sandboxed
+    assert token not in result.output and "a-secret-key" not in result.output

@@ -19,6 +19,7 @@ from cairn.cli import (
     agent_commands,
     authority_commands,
     cache_commands,
+    forge_commands,
     gate_commands,
     gc_commands,
     job_commands,
@@ -54,8 +55,11 @@ def _root(
 app.command()(setup_commands.init)
 app.add_typer(authority_commands.user_app, name="user")
 app.add_typer(authority_commands.group_app, name="group")
+setup_commands.room_app.command("check")(forge_commands.room_check)
 app.add_typer(setup_commands.room_app, name="room")
 app.add_typer(agent_commands.agent_app, name="agent")
+
+app.add_typer(forge_commands.credential_app, name="credential")
 app.add_typer(cache_commands.cache_app, name="cache")
 app.add_typer(schedule_commands.schedule_app, name="schedule")
 for command in (

@@ -116,15 +116,19 @@ def jobs(
 
 def show(ctx: typer.Context, job_id: int = JOB_ARGUMENT, as_json: bool = JSON_OPTION) -> None:
     """Show one job: stages, decisions, dependency requests, effects and diagnosis."""
+    from cairn.cli.forge_commands import secret_key
     from cairn.cli.next_steps import diagnosis
+    from cairn.jobs.deliver_forge import pull_request_view
     from cairn.jobs.view import job_detail
 
-    with session(ctx).store() as store, store.begin() as conn:
+    s = session(ctx)
+    with s.store() as store, store.begin() as conn:
         detail = job_detail(conn, job_id)
+        pull = pull_request_view(conn, job_id, secret_key=secret_key(s.config))
     # The CLI's words for the next actions follow the diagnosis; `next` keeps them structured.
     shown = diagnosis(detail.diagnosis, detail.next)
     if as_json:
-        print_json(detail.model_dump(mode="json") | {"diagnosis": shown})
+        print_json(detail.model_dump(mode="json") | {"diagnosis": shown, "pull_request": pull})
         return
     console.print(
         f"job {detail.id} in room {detail.room}: {detail.status} at {detail.stage}", style="bold"
@@ -140,6 +144,12 @@ def show(ctx: typer.Context, job_id: int = JOB_ARGUMENT, as_json: bool = JSON_OP
     for effect in detail.effects:
         console.print(f"  effect  {effect.kind} {effect.status}")
     _print_usage(detail)
+    if pull is not None:
+        checks = ", ".join(f"{c['name']} {c['state']}" for c in pull.get("checks", [])) or "none"
+        console.print(
+            f"  pull request #{pull['number']} {pull.get('state', pull.get('error'))} "
+            f"{pull.get('url', '')} (checks: {checks})"
+        )
     if detail.review:
         console.print(f"\n{detail.review.summary}")
     if shown:

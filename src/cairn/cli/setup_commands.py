@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 
+from cairn.cli import forge_commands as forge_options
 from cairn.cli.authority_commands import AUTO_KINDS, RUN_APPROVAL, policy_settings
 from cairn.cli.context import (
     AS_OPTION,
@@ -56,13 +57,21 @@ def init(
 def room_create(
     ctx: typer.Context,
     name: str,
-    repo: str = typer.Option(..., "--repo", help="The repository: a local path or a URL."),
+    repo: str | None = typer.Option(
+        None, "--repo", help="The repository: a local path or a URL (with --forge: the forge's)."
+    ),
     base: str | None = typer.Option(None, "--base", help="The base branch (default: main)."),
     verify: str | None = typer.Option(None, "--verify", help="A command that checks a result."),
     group: str = typer.Option("default", "--group", help="The group that owns the room."),
     agent: str | None = typer.Option(
         None, "--agent", help="A named agent that jobs submitted without --agent use."
     ),
+    forge: str | None = forge_options.FORGE_OPTION,
+    forge_repo: str | None = forge_options.FORGE_REPO_OPTION,
+    forge_url: str | None = forge_options.FORGE_URL_OPTION,
+    forge_token_env: str | None = forge_options.TOKEN_ENV_OPTION,
+    forge_credential: str | None = forge_options.CREDENTIAL_OPTION,
+    delivery: str | None = forge_options.DELIVERY_OPTION,
     as_user: str | None = AS_OPTION,
 ) -> None:
     """Bind a new room to a repository and base branch (an admin of the group decides)."""
@@ -71,11 +80,19 @@ def room_create(
     from cairn.store.rooms import create_room
 
     s = session(ctx)
-    location, branch = _binding(repo, base, s.config.git_timeout)
+    settings, scope = forge_options.forge_scope(
+        forge, forge_repo, forge_url, forge_token_env, forge_credential, delivery
+    )
     with s.store() as store, store.begin() as conn:
         owner = identity.get_group(conn, group)
         require_group_admin(conn, owner, s.actor(as_user), "create a room for it")
         default = agents.get_agent(conn, agents.check_name(agent)).name if agent else None
+        if settings is None:
+            if repo is None:
+                raise UsageError("name the room's repository with --repo (or a forge: --forge)")
+            location, branch = _binding(repo, base, s.config.git_timeout)
+        else:
+            location, branch = forge_options.forge_binding(conn, settings, repo, base, s.config)
         create_room(
             conn,
             name=name,
@@ -84,9 +101,11 @@ def room_create(
             base_branch=branch,
             verify_command=verify,
             default_agent=default,
+            scope=scope,
         )
+    on = f" on {settings.kind} {settings.repo}" if settings else ""
     with_agent = f", default agent {default}" if default else ""
-    console.print(f"room {name} created on branch {branch}{with_agent}")
+    console.print(f"room {name} created{on}, on branch {branch}{with_agent}")
 
 
 @room_app.command("set-agent")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import cached_property
@@ -26,6 +27,7 @@ from cairn.store import jobs as job_ledger
 from cairn.store.identity import get_group
 from cairn.store.records import Group, Job, Request, Room
 from cairn.store.rooms import get_room
+from cairn.workspace.askpass import GitCredential
 from cairn.workspace.mirror import Mirror
 from cairn.workspace.worktree import Worktree
 
@@ -46,6 +48,17 @@ class Blocked(StageFailed):
     ) -> None:
         super().__init__(diagnosis, evidence)
         self.next_actions = tuple(next_actions)
+
+
+def room_credential(store: Store, config: Config, room: Room) -> GitCredential | None:
+    """The git login of a room on a forge, from the runner's environment or the store."""
+    from cairn.forges.credentials import room_git_credential
+
+    key = config.secret_key.get_secret_value() if config.secret_key else None
+    with store.begin() as conn:
+        # The variable's name is the room's setting, so it is read here, in the runner that
+        # needs it, and never passed on: only cairn's own git calls get the token.
+        return room_git_credential(room.scope, environ=os.environ, conn=conn, secret_key=key)
 
 
 class Drive:
@@ -81,7 +94,11 @@ class Drive:
     def mirror(self) -> Mirror:
         path = self.config.mirror_path(self.store.installation_id, self.room.id)
         return Mirror(
-            path, self.room.repo, self.room.base_branch, git_timeout=self.config.git_timeout
+            path,
+            self.room.repo,
+            self.room.base_branch,
+            git_timeout=self.config.git_timeout,
+            credential=room_credential(self.store, self.config, self.room),
         )
 
     @cached_property

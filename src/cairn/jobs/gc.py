@@ -125,4 +125,9 @@ class _EndedJobEffects:
 
 def _mirror(store: Store, config: Config, room: Room) -> Mirror:
     path = config.mirror_path(store.installation_id, room.id)
-    return Mirror(path, room.repo, room.base_branch, git_timeout=config.git_timeout)
+    from cairn.jobs.drive import room_credential  # the runner's module: loaded only when used
+
+    credential = room_credential(store, config, room)
+    return Mirror(
+        path, room.repo, room.base_branch, git_timeout=config.git_timeout, credential=credential
+    )

@@ -338,3 +338,14 @@ schedule_firings = sa.Table(
     sa.Column("at", UTCDateTime, nullable=False),
     sa.UniqueConstraint("schedule_id", "fire_at"),
 )
+
+# Forge credentials, each encrypted (Fernet, key from CAIRN_SECRET_KEY): never held in clear.
+credentials = sa.Table(
+    "credentials",
+    metadata,
+    _id(),
+    sa.Column("name", sa.String(64), nullable=False, unique=True),
+    sa.Column("ciphertext", sa.Text, nullable=False),
+    _created(),
+    sa.Column("updated_at", UTCDateTime, nullable=False),
+)

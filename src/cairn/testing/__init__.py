@@ -8,11 +8,14 @@
 - `silent_server`: a server that accepts connections and never answers.
 - `openai_server`: `ScriptedOpenAIServer`, an OpenAI-compatible chat completions server on
   127.0.0.1 that replays scripted answers per conversation (`openai_script`: the answers).
+- `fake_forge`: `FakeForge`, a GitHub- or GitLab-shaped forge on 127.0.0.1 (REST API, git
+  over smart HTTP, OAuth), recording every call (`fake_forge_api`, `fake_forge_state`).
 - `plugin`: the pytest plugin (entry point `cairn`) offering all of the above as fixtures;
   the only module here that imports pytest.
 """
 
 # Stdlib only: importing these keeps `import cairn.testing` (and the pytest plugin) light.
+from cairn.testing.fake_forge import FakeForge, RecordedCall
 from cairn.testing.openai_script import (
     Answer,
     Fault,
@@ -27,8 +30,10 @@ from cairn.testing.openai_server import RecordedRequest, ScriptedOpenAIServer
 
 __all__ = [
     "Answer",
+    "FakeForge",
     "Fault",
     "FinishReason",
+    "RecordedCall",
     "RecordedRequest",
     "ScriptedOpenAIServer",
     "ToolCall",

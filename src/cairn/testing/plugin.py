@@ -16,6 +16,9 @@ has cairn gets these fixtures; a conftest.py fixture of the same name takes prec
   cairn.testing.auditor.FakeAuditor, fresh for each test.
 - `openai_server`: a `ScriptedOpenAIServer` (cairn.testing.openai_server) with no script yet
   (`add_answers(marker, ...)`) and the API key `openai_server.api_key`; closed after the test.
+- `fake_forge`: a GitHub-shaped `FakeForge` (cairn.testing.fake_forge) on 127.0.0.1 holding
+  `acme/app` (a copy of `sample_repo`), with a read-and-write token `fake_forge.test_token`;
+  `fake_forge.kind` is "gitlab" when the test is parametrized indirectly with "gitlab".
 - `package_downloads`: one package download cache for the whole session (also exported as
   CAIRN_PACKAGE_DOWNLOADS while a test that uses it runs).
 
@@ -36,6 +39,7 @@ if TYPE_CHECKING:
 
     from cairn.store import Store
     from cairn.testing.auditor import FakeAuditor
+    from cairn.testing.fake_forge import FakeForge
     from cairn.testing.harness import Cairn, Turns
     from cairn.testing.installers import FakeInstaller
     from cairn.testing.openai_server import ScriptedOpenAIServer
@@ -184,3 +188,17 @@ def openai_server() -> Iterator[ScriptedOpenAIServer]:
 
     with ScriptedOpenAIServer(api_key=TEST_API_KEY) as server:
         yield server
+
+
+@pytest.fixture
+def fake_forge(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[FakeForge]:
+    """A FakeForge (github, or the indirect parameter's kind) holding `acme/app`."""
+    from cairn.testing.fake_forge import FakeForge
+    from cairn.testing.repos import make_sample_repo
+
+    kind = str(getattr(request, "param", "github"))
+    source = make_sample_repo(tmp_path / "forge-source")
+    with FakeForge(tmp_path / "forge", kind=kind) as forge:
+        forge.create_repo("acme/app", source=source)
+        forge.test_token = forge.add_token()
+        yield forge

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cairn.errors import WorkspaceError
+from cairn.workspace.askpass import NO_CREDENTIAL_HELPERS, GitCredential, credential_environment
 from cairn.workspace.git import (
     IDENTITY,
     LOCAL_TRANSPORT,
@@ -44,14 +45,23 @@ class MergeResult:
     """Why the merge was left to a person, when not merged."""
 
 
-def remote_branch_sha(repo: str, branch: str, *, timeout: float | None = None) -> str | None:
+def remote_branch_sha(
+    repo: str,
+    branch: str,
+    *,
+    timeout: float | None = None,
+    credential: GitCredential | None = None,
+) -> str | None:
     """The sha `branch` points at in the repository `repo`, or None when it does not exist."""
     ref = f"refs/heads/{branch}"
-    out = run_git(
-        *transport_settings(repo), "ls-remote", "--", transport_address(repo), ref,
-        cwd="/",  # a neutral folder: the caller's current folder may be any repository
-        failure="git could not read the branches of the room's repository", timeout=timeout,
-    )  # fmt: skip
+    login = NO_CREDENTIAL_HELPERS if credential else ()
+    with credential_environment(credential) as env:
+        out = run_git(
+            *login, *transport_settings(repo), "ls-remote", "--", transport_address(repo), ref,
+            cwd="/",  # a neutral folder: the caller's current folder may be any repository
+            env=env, failure="git could not read the branches of the room's repository",
+            timeout=timeout,
+        )  # fmt: skip
     for line in out.splitlines():
         sha, _, name = line.partition("\t")
         if name == ref:
@@ -59,9 +69,16 @@ def remote_branch_sha(repo: str, branch: str, *, timeout: float | None = None) -
     return None
 
 
-def is_pushed(repo: str, branch: str, sha: str, *, timeout: float | None = None) -> bool:
+def is_pushed(
+    repo: str,
+    branch: str,
+    sha: str,
+    *,
+    timeout: float | None = None,
+    credential: GitCredential | None = None,
+) -> bool:
     """Whether `branch` in `repo` is `sha`; BranchTaken when it exists at any other commit."""
-    existing = remote_branch_sha(repo, branch, timeout=timeout)
+    existing = remote_branch_sha(repo, branch, timeout=timeout, credential=credential)
     if existing not in (None, sha):
         raise BranchTaken(
             f"a branch named {branch} already exists in the room's repository at a commit that "
@@ -73,13 +90,17 @@ def is_pushed(repo: str, branch: str, sha: str, *, timeout: float | None = None)
 def push_branch(mirror: Mirror, sha: str, branch: str) -> None:
     """Create `branch` at `sha` in the room's repository; an existing branch is never moved."""
     check_branch_name(branch)
-    if is_pushed(mirror.repo, branch, sha, timeout=mirror.git_timeout):
+    if is_pushed(
+        mirror.repo, branch, sha, timeout=mirror.git_timeout, credential=mirror.credential
+    ):
         return
     try:
         _create_branch(mirror, sha, f"refs/heads/{branch}", f"git could not push branch {branch}")
     except GitError:
         # Refused because the branch appeared meanwhile: say whose it is, never move it.
-        if is_pushed(mirror.repo, branch, sha, timeout=mirror.git_timeout):
+        if is_pushed(
+            mirror.repo, branch, sha, timeout=mirror.git_timeout, credential=mirror.credential
+        ):
             return
         raise
 
@@ -135,7 +156,9 @@ def _advance_base(mirror: Mirror, tip: str, target: str) -> MergeResult | None:
     try:
         _publish(mirror, target, f"refs/heads/{base}", f"git could not update {base!r}")
     except GitError as exc:
-        now = remote_branch_sha(mirror.repo, base, timeout=mirror.git_timeout)
+        now = remote_branch_sha(
+            mirror.repo, base, timeout=mirror.git_timeout, credential=mirror.credential
+        )
         if now == target:  # the update landed though its report failed (a server-side hook)
             return MergeResult(True, target, None)
         if now != tip:
@@ -189,10 +212,10 @@ def _create_branch(mirror: Mirror, sha: str, ref: str, failure: str) -> None:
     if target is None:
         address = transport_address(mirror.repo)
         # An empty lease: the push lands only where no such ref exists yet.
-        mirror.git(
+        mirror.remote_git(
             "push", "--quiet", "--no-verify", f"--force-with-lease={ref}:",
             "--", address, f"{sha}:{ref}", failure=f"{failure} to the room's repository",
-            timeout=mirror.git_timeout,
+            cwd=mirror.path, timeout=mirror.git_timeout,
         )  # fmt: skip
         return
     # A fetch would fast-forward a branch that exists; `update-ref` with an empty old value
@@ -214,9 +237,9 @@ def _publish(mirror: Mirror, sha: str, ref: str, failure: str) -> None:
     target = local_path(mirror.repo)
     if target is None:
         address = transport_address(mirror.repo)
-        mirror.git(
+        mirror.remote_git(
             "push", "--quiet", "--no-verify", "--", address, f"{sha}:{ref}",
-            failure=failure, timeout=mirror.git_timeout,
+            cwd=mirror.path, failure=failure, timeout=mirror.git_timeout,
         )  # fmt: skip
         return
     # Runs inside the person's repository, whose config is not cairn's: the file protocol only,

@@ -10,6 +10,7 @@ from typing import Any
 
 from cairn.errors import WorkspaceError
 from cairn.locks import ReentrantLock
+from cairn.workspace.askpass import NO_CREDENTIAL_HELPERS, GitCredential, credential_environment
 from cairn.workspace.commands import MATERIALIZED_FOLDERS
 from cairn.workspace.git import (
     GitError,
@@ -27,16 +28,24 @@ class Mirror:
     """The bare mirror of one room's repository; job worktrees are added from it.
 
     `git_timeout` is how long (in seconds) a call that reaches the room's repository may go
-    without an answer before it is stopped; None waits as long as git does.
+    without an answer before it is stopped; None waits as long as git does. `credential`
+    logs in to a forge's HTTPS git (through askpass, never in a URL).
     """
 
     def __init__(
-        self, path: Path, repo: str, base_branch: str, *, git_timeout: float | None = None
+        self,
+        path: Path,
+        repo: str,
+        base_branch: str,
+        *,
+        git_timeout: float | None = None,
+        credential: GitCredential | None = None,
     ) -> None:
         self.path = Path(path).absolute()
         self.repo = repo
         self.base_branch = base_branch
         self.git_timeout = git_timeout
+        self.credential = credential
 
     def __repr__(self) -> str:
         return f"Mirror(base_branch={self.base_branch!r})"
@@ -63,6 +72,13 @@ class Mirror:
         """Run a hardened git command inside the mirror."""
         return run_git(*args, cwd=self.path, **kwargs)
 
+    def remote_git(self, *args: str, **kwargs: Any) -> str:
+        """Run a git command that reaches the room's repository, logged in when it needs to."""
+        if self.credential is None:
+            return run_git(*args, **kwargs)
+        with credential_environment(self.credential) as env:
+            return run_git(*NO_CREDENTIAL_HELPERS, *args, env=env, **kwargs)
+
     def fetch_baseline(self) -> str:
         """Fetch the authoritative base branch (cloning first if needed); return its tip."""
         check_branch_name(self.base_branch)
@@ -88,7 +104,7 @@ class Mirror:
         try:
             # --no-local: even a local source goes through git's transport, never a file copy
             # of its object folder (which a hostile repository could fill with symlinks).
-            run_git(
+            self.remote_git(
                 *transport_settings(self.repo),
                 "clone", "--bare", "--no-local", "--quiet", "--template=",
                 "--", address, str(staging),
@@ -123,10 +139,10 @@ class Mirror:
         refspec = f"+refs/heads/{self.base_branch}:{self.base_ref}"
         address = transport_address(self.repo)
         try:
-            self.git(
+            self.remote_git(
                 *transport_settings(self.repo),
                 "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--", address, refspec,
-                timeout=self.git_timeout,
+                cwd=self.path, timeout=self.git_timeout,
             )  # fmt: skip
         except GitTimeout:
             raise

@@ -7,6 +7,7 @@ the base branch, and no checkout of the repository has the branch checked out.
 
 from __future__ import annotations
 
+from cairn.workspace.askpass import NO_CREDENTIAL_HELPERS, credential_environment
 from cairn.workspace.delivery import is_merged, remote_branch_sha
 from cairn.workspace.git import (
     LOCAL_TRANSPORT,
@@ -21,7 +22,9 @@ from cairn.workspace.mirror import Mirror
 
 def branch_tip(mirror: Mirror, branch: str) -> str | None:
     """Where `branch` points in the room's repository now, or None when it is gone."""
-    return remote_branch_sha(mirror.repo, branch, timeout=mirror.git_timeout)
+    return remote_branch_sha(
+        mirror.repo, branch, timeout=mirror.git_timeout, credential=mirror.credential
+    )
 
 
 def why_keep(mirror: Mirror, branch: str, pushed: str, tip: str) -> str | None:
@@ -49,11 +52,13 @@ def delete_branch(mirror: Mirror, branch: str, pushed: str) -> str | None:
     target = local_path(mirror.repo)
     if target is None:
         address = transport_address(mirror.repo)
-        result = try_git(
-            "push", "--quiet", "--no-verify", f"--force-with-lease={ref}:{pushed}",
-            "--", address, f":{ref}",
-            cwd=mirror.path, timeout=mirror.git_timeout,
-        )  # fmt: skip
+        login = NO_CREDENTIAL_HELPERS if mirror.credential else ()
+        with credential_environment(mirror.credential) as env:
+            result = try_git(
+                *login, "push", "--quiet", "--no-verify", f"--force-with-lease={ref}:{pushed}",
+                "--", address, f":{ref}",
+                cwd=mirror.path, env=env, timeout=mirror.git_timeout,
+            )  # fmt: skip
     else:
         # Never a push into a local repository (its receive hooks would run): the ref is
         # deleted in place, compare-and-delete against the commit cairn pushed.

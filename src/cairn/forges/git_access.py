@@ -1,0 +1,80 @@
+"""What a forge credential can do over git itself: read the branches, and push one.
+
+The push is a dry run of a cairn-owned branch name built from an empty commit in a private
+scratch repository: git asks the forge for permission to receive (which a read-only
+credential is refused), and sends nothing. The base branch is never a target.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+
+from cairn.forges.registry import ForgeSettings
+from cairn.workspace.askpass import NO_CREDENTIAL_HELPERS, askpass_environment
+from cairn.workspace.git import IDENTITY, GitTimeout, run_git, try_git
+
+PROBE_BRANCH = "cairn/access-check"
+_HTTP_ONLY = (
+    "-c", "protocol.allow=never",
+    "-c", "protocol.https.allow=always",
+    "-c", "protocol.http.allow=always",  # a forge on a private network (and FakeForge)
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class GitAccess:
+    """What git over HTTPS answered: the base branch's tip, and what it refused."""
+
+    base_tip: str | None
+    problems: tuple[str, ...]
+
+
+def probe_git(
+    settings: ForgeSettings, token: str, base: str, *, timeout: float, push: bool = True
+) -> GitAccess:
+    """Read the base branch and (with `push`) dry-run a push of PROBE_BRANCH with `token`."""
+    with askpass_environment(settings.git_username, token) as env:
+        settings_args = (*NO_CREDENTIAL_HELPERS, *_HTTP_ONLY)
+        try:
+            read = try_git(
+                *settings_args, "ls-remote", "--", settings.git_url, f"refs/heads/{base}",
+                env=env, timeout=timeout,
+            )  # fmt: skip
+        except GitTimeout as exc:
+            return GitAccess(None, (str(exc),))
+        if read.returncode != 0:
+            return GitAccess(None, (_refusal(settings, read.stderr, pushing=False),))
+        tip = read.stdout.split("\t", 1)[0] or None
+        problems: tuple[str, ...] = (
+            () if tip else (f"the repository has no branch {base!r}; pass --base",)
+        )
+        if not push:
+            return GitAccess(tip, problems)
+        with tempfile.TemporaryDirectory(prefix="cairn-check-") as scratch:
+            run_git("init", "-q", "--bare", scratch)
+            tree = run_git("mktree", cwd=scratch, input="")
+            commit = run_git(*IDENTITY, "commit-tree", tree, "-m", "access check", cwd=scratch)
+            pushed = try_git(
+                *settings_args, "push", "--dry-run", "--", settings.git_url,
+                f"{commit}:refs/heads/{PROBE_BRANCH}", cwd=scratch, env=env, timeout=timeout,
+            )  # fmt: skip
+        if pushed.returncode != 0:
+            problems += (_refusal(settings, pushed.stderr, pushing=True),)
+        return GitAccess(tip, problems)
+
+
+def _refusal(settings: ForgeSettings, stderr: str, *, pushing: bool) -> str:
+    """What a refused git call means, in the forge's permission names; never git's text."""
+    from cairn.forges import github, gitlab
+
+    names = github if settings.kind == "github" else gitlab
+    write = names.PUSH if settings.kind == "github" else gitlab.WRITE
+    if "Authentication failed" in stderr or "401" in stderr:
+        return "git over HTTPS refused the credential (401): it is wrong, expired or revoked"
+    if "403" in stderr and pushing:
+        return f"git over HTTPS may not push a branch: the credential lacks {write}"
+    if "403" in stderr or "404" in stderr or "not found" in stderr.lower():
+        return f"git over HTTPS cannot read {settings.repo}: the credential lacks {names.READ}"
+    what = "push a branch to" if pushing else "read"
+    return f"git could not {what} {settings.git_url}; check --forge-url and the network"

@@ -1,0 +1,143 @@
+"""GitHub (github.com or GitHub Enterprise) through its REST API v3."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import httpx
+
+from cairn.errors import ForgeAccessDenied, ForgeError
+from cairn.forges.base import Access, Check, PullAction, PullRequest, PullState, Review
+from cairn.forges.transport import DEFAULT_TIMEOUT, ForgeHTTP
+
+READ = (
+    "read access to the repository (fine-grained token: Metadata and Contents read; classic: repo)"
+)
+PUSH = "Contents: read and write (classic token: the repo scope)"
+PULLS = "Pull requests: read and write (classic token: the repo scope)"
+CHECKS = "Checks: read and Commit statuses: read"
+_REVIEW_STATES = {"APPROVED": "approved", "CHANGES_REQUESTED": "changes_requested"}
+
+
+class GitHubForge:
+    """One repository (`owner/name`) on GitHub, reached at `api` with `token`."""
+
+    def __init__(
+        self,
+        repo: str,
+        token: str,
+        *,
+        api: str,
+        timeout: float = DEFAULT_TIMEOUT,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.repo = repo
+        headers = {
+            "Authorization": f"Bearer {token}",
+            "Accept": "application/vnd.github+json",
+            "X-GitHub-Api-Version": "2022-11-28",
+        }
+        self._http = ForgeHTTP(
+            "GitHub", api, headers=headers, secret=token, timeout=timeout, transport=transport
+        )
+        self._path = f"/repos/{repo}"
+
+    def check_access(self) -> Access:
+        found = self._http.call("GET", self._path, permission=READ, missing_ok=True)
+        if found is None:
+            # GitHub answers 404, not 403, for a private repository the token cannot see.
+            return Access(False, False, None, (f"{READ} on {self.repo}",))
+        push = bool((found.get("permissions") or {}).get("push"))
+        missing = () if push else (f"{PUSH} on {self.repo}",)
+        return Access(True, push, found.get("default_branch"), missing)
+
+    def find_pull_requests(self, head: str, key: str | None = None) -> list[PullRequest]:
+        owner = self.repo.split("/", 1)[0]
+        by_head = self._list({"state": "all", "head": f"{owner}:{head}", "per_page": "100"})
+        found = {p.number: p for p in by_head}
+        if key is not None:
+            # A PR opened from another branch that carries the job's key is the job's too.
+            recent = self._list({"state": "all", "per_page": "100"})
+            found |= {p.number: p for p in recent if key in p.body}
+        return sorted(found.values(), key=lambda p: p.number)
+
+    def open_pull_request(
+        self, head: str, base: str, title: str, body: str, *, draft: bool
+    ) -> PullRequest:
+        payload = {"head": head, "base": base, "title": title, "body": body, "draft": draft}
+        created = self._http.call("POST", f"{self._path}/pulls", permission=PULLS, body=payload)
+        return _pull(created)
+
+    def get_pull_request(self, number: int) -> PullRequest:
+        pull = _pull(self._http.call("GET", f"{self._path}/pulls/{number}", permission=PULLS))
+        reviews = self._http.call("GET", f"{self._path}/pulls/{number}/reviews", permission=PULLS)
+        checks = self._checks(pull.head_sha) if pull.head_sha else ()
+        return replace(pull, checks=checks, reviews=tuple(_review(r) for r in reviews))
+
+    def update(self, number: int, action: PullAction, text: str | None = None) -> PullRequest:
+        where = f"{self._path}/pulls/{number}"
+        if text is not None and action in (PullAction.comment, PullAction.close):
+            self._http.call(
+                "POST", f"{self._path}/issues/{number}/comments", permission=PULLS,
+                body={"body": text},
+            )  # fmt: skip
+        if action == PullAction.close:
+            self._http.call("PATCH", where, permission=PULLS, body={"state": "closed"})
+        elif action == PullAction.ready:
+            self._http.call("PATCH", where, permission=PULLS, body={"draft": False})
+        elif action == PullAction.merge:
+            self._merge(number)
+        return self.get_pull_request(number)
+
+    def _merge(self, number: int) -> None:
+        try:
+            self._http.call(
+                "PUT", f"{self._path}/pulls/{number}/merge", permission=PUSH,
+                body={"merge_method": "merge"},
+            )  # fmt: skip
+        except ForgeAccessDenied:
+            raise
+        except ForgeError as exc:
+            raise ForgeError(
+                f"GitHub did not merge pull request #{number}: {exc}. Branch protection or "
+                "checks may require more; merge it on GitHub, or resume once they pass"
+            ) from None
+
+    def _list(self, params: dict[str, str]) -> list[PullRequest]:
+        answer = self._http.call("GET", f"{self._path}/pulls", permission=PULLS, params=params)
+        return [_pull(p) for p in answer]
+
+    def _checks(self, sha: str) -> tuple[Check, ...]:
+        runs = self._http.call("GET", f"{self._path}/commits/{sha}/check-runs", permission=CHECKS)
+        return tuple(
+            Check(r["name"], "pending" if r.get("status") != "completed" else _conclusion(r))
+            for r in runs.get("check_runs", [])
+        )
+
+
+def _conclusion(run: dict[str, Any]) -> str:
+    return "success" if run.get("conclusion") in ("success", "neutral", "skipped") else "failure"
+
+
+def _pull(data: dict[str, Any]) -> PullRequest:
+    if data.get("merged") or data.get("merged_at"):
+        state = PullState.merged
+    else:
+        state = PullState.open if data["state"] == "open" else PullState.closed
+    return PullRequest(
+        number=int(data["number"]),
+        url=str(data["html_url"]),
+        state=state,
+        head=str(data["head"]["ref"]),
+        base=str(data["base"]["ref"]),
+        body=str(data.get("body") or ""),
+        draft=bool(data.get("draft")),
+        author=(data.get("user") or {}).get("login"),
+        head_sha=data["head"].get("sha"),
+    )
+
+
+def _review(data: dict[str, Any]) -> Review:
+    user = str((data.get("user") or {}).get("login", ""))
+    return Review(user, _REVIEW_STATES.get(str(data.get("state")), "commented"))

@@ -1,0 +1,141 @@
+"""Delivery as a pull request: one per job, whatever crashes, adopted rather than repeated.
+
+Opening the pull request is an effect like a push: intended before, done after, with the
+PR's number as its external reference. Before an intended open is repeated, the forge is
+asked for the pull requests of the job's branch and of the job's idempotency key (carried in
+every body cairn writes), and the one found is adopted. A pull request someone closed by
+hand is never reopened: the job blocks and says so.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import sqlalchemy as sa
+
+from cairn.engine import Measurement, perform
+from cairn.engine.evidence import Expect
+from cairn.errors import ForgeError
+from cairn.forges import Delivery, Forge, ForgeSettings, PullAction, PullRequest, PullState
+from cairn.jobs.drive import Blocked, Drive
+from cairn.jobs.ledger import StoreEffects
+
+
+def pull_request_key(drive: Drive) -> str:
+    """The job's one pull request's idempotency key: by job, so a follow-up updates it."""
+    return f"job-{drive.job.id}:pull_request"
+
+
+def deliver_by_pull_request(
+    drive: Drive, effects: StoreEffects, mode: Delivery
+) -> tuple[Measurement, ...]:
+    """Open (or adopt) the job's pull request; in pull_request_and_merge, merge it too."""
+    forge = _forge(drive)
+    key = pull_request_key(drive)
+    try:
+        opened = perform(
+            effects, "pull_request", key,
+            inspect=lambda: _adopt(drive, forge, key),
+            act=lambda: _open(drive, forge, key),
+            faults=drive.faults,
+        )  # fmt: skip
+        if opened is None or mode != Delivery.pull_request_and_merge:
+            return (Measurement("pull_request", int(opened is not None), Expect.equals, 1),)
+        number = int(opened)
+        merged = perform(
+            effects, "forge_merge", f"{key}:merge",
+            inspect=lambda: _merged(forge, number),
+            act=lambda: _merge(forge, number),
+            faults=drive.faults,
+        )  # fmt: skip
+    except ForgeError as exc:
+        raise Blocked(
+            f"delivery did not complete: {exc}", next_actions=[drive.resume_step()]
+        ) from None
+    return (
+        Measurement("pull_request", 1, Expect.equals, 1),
+        Measurement("merged", int(merged is not None), Expect.equals, 1),
+    )
+
+
+def _forge(drive: Drive) -> Forge:
+    from cairn.forges import get_forge
+    from cairn.forges.credentials import forge_token
+
+    settings = ForgeSettings.from_scope(drive.room.scope)
+    assert settings is not None, "a pull request room has a forge (room create checks)"
+    key = drive.config.secret_key.get_secret_value() if drive.config.secret_key else None
+    with drive.store.begin() as conn:
+        token = forge_token(settings, environ=os.environ, conn=conn, secret_key=key)
+    return get_forge(settings, token, timeout=drive.config.git_timeout)
+
+
+def _adopt(drive: Drive, forge: Forge, key: str) -> str | None:
+    """The job's pull request if the forge has it already; Blocked if it was closed by hand."""
+    found = forge.find_pull_requests(drive.branch, key)
+    ours = [p for p in found if key in p.body] or [p for p in found if p.head == drive.branch]
+    live = [p for p in ours if p.state != PullState.closed]
+    if live:
+        return str(live[0].number)
+    if ours:
+        raise Blocked(_closed_by_hand(ours[-1]), next_actions=[drive.resume_step()])
+    return None
+
+
+def _closed_by_hand(pull: PullRequest) -> str:
+    return (
+        f"pull request #{pull.number} ({pull.url}) was closed on the forge, not by cairn; cairn "
+        "never reopens it. Reopen it there and resume, or cancel the job"
+    )
+
+
+def _open(drive: Drive, forge: Forge, key: str) -> str:
+    title = _first_line(drive.request.text)
+    body = f"{drive.job.summary or title}\n\n---\ncairn job {drive.job.id} · key: {key}\n"
+    pull = forge.open_pull_request(drive.branch, drive.room.base_branch, title, body, draft=False)
+    return str(pull.number)
+
+
+def _merged(forge: Forge, number: int) -> str | None:
+    pull = forge.get_pull_request(number)
+    if pull.state == PullState.closed:
+        raise ForgeError(_closed_by_hand(pull))
+    return f"#{number}" if pull.state == PullState.merged else None
+
+
+def _merge(forge: Forge, number: int) -> str | None:
+    merged = forge.update(number, PullAction.merge)
+    return f"#{number}" if merged.state == PullState.merged else None
+
+
+def _first_line(text: str, limit: int = 72) -> str:
+    line = next((line.strip() for line in text.splitlines() if line.strip()), "cairn job")
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def pull_request_view(
+    conn: sa.Connection, job_id: int, *, secret_key: str | None
+) -> dict[str, Any] | None:
+    """The job's pull request as the forge shows it now (`cairn show`), or None if it has
+    none; a forge that cannot be asked gives the number and why, never a failure."""
+    from cairn.errors import CairnError
+    from cairn.forges import get_forge
+    from cairn.forges.credentials import forge_token
+    from cairn.store import effects
+    from cairn.store import jobs as job_ledger
+    from cairn.store.rooms import get_room
+
+    effect = effects.find(conn, f"job-{job_id}:pull_request")
+    if effect is None or effect.status != "done" or not effect.external_ref:
+        return None
+    room = get_room(conn, job_ledger.get_job(conn, job_id).room_id)
+    settings = ForgeSettings.from_scope(room.scope)
+    number = int(effect.external_ref)
+    if settings is None:
+        return {"number": number, "error": "the room is no longer on a forge"}
+    try:
+        token = forge_token(settings, environ=os.environ, conn=conn, secret_key=secret_key)
+        return get_forge(settings, token).get_pull_request(number).to_dict()
+    except CairnError as exc:
+        return {"number": number, "error": str(exc)}
