@@ -22,19 +22,19 @@ import os
 import re
 import secrets
 import socket
-import socketserver
 import subprocess
 import threading
 from base64 import b64decode
 from collections.abc import Iterable
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from cairn.testing import fake_forge_api as api
 from cairn.testing.fake_forge_state import READ, WRITE, ForgeWorld, Protection, Pull, Token
+from cairn.testing.loopback import LoopbackServer
 
 __all__ = ["READ", "WRITE", "FakeForge", "Protection", "Pull", "RecordedCall"]
 
@@ -67,7 +67,7 @@ class FakeForge:
         self._faults: list[tuple[str, re.Pattern[str], list[int]]] = []
         self._oauth: dict[str, tuple[str, frozenset[str]]] = {}  # client id -> secret, scopes
         self._codes: dict[str, str] = {}  # authorization code -> client id
-        self._http = _HTTPServer(self)
+        self._http = LoopbackServer(self, _Handler)
         self._thread = threading.Thread(
             target=self._http.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         )
@@ -212,46 +212,15 @@ class FakeForge:
             return token
 
 
-class _HTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, owner: FakeForge) -> None:
-        self.owner = owner
-        self._open: set[socket.socket] = set()
-        self._open_lock = threading.Lock()
-        super().__init__(("127.0.0.1", 0), _Handler)
-
-    def server_bind(self) -> None:
-        # HTTPServer's own looks the address up (getfqdn), which may ask DNS: not on 127.0.0.1.
-        socketserver.TCPServer.server_bind(self)
-        self.server_name, self.server_port = "127.0.0.1", int(self.server_address[1])
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        with self._open_lock:
-            self._open.add(request)
-        super().process_request(request, client_address)
-
-    def shutdown_request(self, request: Any) -> None:
-        with self._open_lock:
-            self._open.discard(request)
-        super().shutdown_request(request)
-
-    def close_connections(self) -> None:
-        with self._open_lock:
-            connections = list(self._open)
-        for connection in connections:
-            with contextlib.suppress(OSError):
-                connection.shutdown(socket.SHUT_RDWR)
-
-
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
     @property
     def forge(self) -> FakeForge:
         server = self.server
-        assert isinstance(server, _HTTPServer)
-        return server.owner
+        assert isinstance(server, LoopbackServer)
+        forge: FakeForge = server.owner
+        return forge
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # quiet: the calls are recorded instead

@@ -21,14 +21,14 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
-import socketserver
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, cast
 
 from cairn.testing import openai_script as wire
+from cairn.testing.loopback import LoopbackServer
 from cairn.testing.openai_script import Answer, Fault
 
 DEFAULT_MODELS = ("cairn-scripted",)
@@ -96,7 +96,7 @@ class ScriptedOpenAIServer:
         self._closing = threading.Event()
         for marker, answers in scripts.items():
             self.add_answers(marker, *answers)
-        self._http = _HTTPServer(self)
+        self._http = LoopbackServer(self, _Handler)
         self._thread = threading.Thread(
             target=self._http.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         )
@@ -209,41 +209,6 @@ class ScriptedOpenAIServer:
         self._closing.wait()
 
 
-class _HTTPServer(ThreadingHTTPServer):
-    """ThreadingHTTPServer that can close every open connection, to stop promptly."""
-
-    daemon_threads = True
-
-    def __init__(self, owner: ScriptedOpenAIServer) -> None:
-        self.owner = owner
-        self._open: set[socket.socket] = set()
-        self._open_lock = threading.Lock()
-        super().__init__(("127.0.0.1", 0), _Handler)
-
-    def server_bind(self) -> None:
-        # HTTPServer's own looks the address up (getfqdn), which may ask DNS: not on 127.0.0.1.
-        socketserver.TCPServer.server_bind(self)
-        self.server_name, self.server_port = "127.0.0.1", int(self.server_address[1])
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        with self._open_lock:
-            self._open.add(request)
-        super().process_request(request, client_address)
-
-    def shutdown_request(self, request: Any) -> None:
-        with self._open_lock:
-            self._open.discard(request)
-        super().shutdown_request(request)
-
-    def close_connections(self) -> None:
-        """Shut every open connection, waking handlers blocked reading a keep-alive socket."""
-        with self._open_lock:
-            connections = list(self._open)
-        for connection in connections:
-            with contextlib.suppress(OSError):  # already gone
-                connection.shutdown(socket.SHUT_RDWR)
-
-
 class _Handler(BaseHTTPRequestHandler):
     """One connection: chat completions, the model list, and the scripted faults."""
 
@@ -251,7 +216,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     @property
     def owner(self) -> ScriptedOpenAIServer:
-        return cast(_HTTPServer, self.server).owner
+        owner: ScriptedOpenAIServer = cast(LoopbackServer, self.server).owner
+        return owner
 
     def log_message(self, format: str, *args: Any) -> None:
         """Silent: tests read `requests`, not a log on stderr."""
