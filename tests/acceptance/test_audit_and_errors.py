@@ -83,7 +83,7 @@ def test_errors_are_one_line_with_the_right_exit_code_and_no_local_path(cli: Cli
     line = _one_error_line(cli("submit", "sample", "x", "--agent", f"script:{missing}", expect=2))
     assert "missing-agent.yaml" in line and str(missing.parent) not in line
     line = _one_error_line(cli("submit", "sample", "x", "--agent", f"{cli.tmp}/x.yaml", expect=2))
-    assert "unknown agent adapter" in line or "no known agent adapter" in line
+    assert "names no known agent or adapter" in line and str(cli.tmp) not in line
     line = _one_error_line(cli("room", "create", "r2", "--repo", str(cli.tmp / "nope"), expect=2))
     assert "not a git repository" in line
     line = _one_error_line(cli("jobs", expect=2, env={"CAIRN_LEASE_SECONDS": "soon"}))

@@ -79,10 +79,15 @@ def load_agent_spec(text: str, named: NamedLookup | None = None) -> dict[str, An
 def _named_spec(name: str, named: NamedLookup) -> dict[str, Any]:
     found = named(name)
     if found is None:
-        shown = repr(name) if re.fullmatch(r"[a-z0-9][a-z0-9_-]{0,39}", name) else "by that name"
+        # Echo the name only when it is one: a mistyped value may be a local path.
+        what = (
+            f"there is no agent named {name!r}"
+            if re.fullmatch(r"[a-z0-9][a-z0-9_-]{0,39}", name)
+            else "--agent names no known agent or adapter"
+        )
         raise UsageError(
-            f"there is no agent named {shown}; `cairn agent list` shows the named agents, "
-            f"or name an adapter (valid adapters: {_valid_names()}, e.g. --agent script:demo.yaml)"
+            f"{what}; `cairn agent list` shows the named agents, or name an adapter "
+            f"(valid adapters: {_valid_names()}, e.g. --agent script:demo.yaml)"
         )
     return dict(found)
 
