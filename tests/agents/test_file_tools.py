@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import signal
+import threading
 from pathlib import Path
 
 import pytest
@@ -270,6 +272,29 @@ def test_search_is_bounded(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> 
         "a.txt:2: match ",
         "… (more matches left out; narrow the pattern or path)",
     ]
+
+
+def test_a_search_that_backtracks_for_ever_is_stopped_and_told(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(file_tools, "SEARCH_SECONDS", 0.3)
+    (workspace / "a.txt").write_text("a" * 60 + "b\n")
+    assert "took longer than 0.3 s" in error(search(workspace, r"(a+)+$"))
+    assert signal.getsignal(signal.SIGALRM) is signal.SIG_DFL, "the alarm handler is put back"
+    assert "a.txt:1" in ok(search(workspace, "b$")), "the next search runs as usual"
+
+
+def test_a_search_off_the_main_thread_stops_at_its_deadline(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(file_tools, "SEARCH_SECONDS", 0.0)
+    for name in ("a", "b"):
+        (workspace / f"{name}.txt").write_text("match\n")
+    results: list[ToolResult] = []
+    worker = threading.Thread(target=lambda: results.append(search(workspace, "match")))
+    worker.start()
+    worker.join()
+    assert "took longer" in error(results[0])
 
 
 def test_search_reports_a_bad_pattern_as_a_result(workspace: Path) -> None:

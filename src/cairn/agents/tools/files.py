@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import stat
+import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -37,6 +40,8 @@ SEARCH_FILE_BYTES = 1024 * 1024
 LINE_CHARS = 300
 """A matching line is cut to this many characters."""
 PATTERN_CHARS = 500
+SEARCH_SECONDS = 10.0
+"""How long one search may take: a pattern that backtracks for ever must not hang the turn."""
 WALK_DEPTH = 40
 """Folders nested deeper are not listed or searched (and the walk's descriptors stay few)."""
 _FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
@@ -172,13 +177,17 @@ def search(workspace: Path, pattern: str, path: str | None = None) -> ToolResult
     except re.error as exc:
         return ToolResult.error(f"the pattern is not a valid regular expression: {exc}")
     where = path or "."
+    too_long = f"the search took longer than {SEARCH_SECONDS:g} s; narrow the pattern or the path"
 
     def searching() -> ToolResult:
         hits: list[str] = []
+        deadline = time.monotonic() + SEARCH_SECONDS
         for index, (relative, data) in enumerate(_searched_files(workspace, where)):
             if index == SEARCH_FILES:
                 hits.append(f"… (stopped after {SEARCH_FILES} files; narrow the path)")
                 break
+            if time.monotonic() > deadline:
+                raise _SearchTooLong
             for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
                 if compiled.search(line):
                     if len(hits) == SEARCH_MATCHES:
@@ -187,7 +196,39 @@ def search(workspace: Path, pattern: str, path: str | None = None) -> ToolResult
                     hits.append(f"{relative}:{number}: {line[:LINE_CHARS]}")
         return ToolResult.ok("\n".join(hits) if hits else f"no line under {where} matches")
 
-    return _as_result(searching, f"search {where}")
+    try:
+        with _interrupted_after(SEARCH_SECONDS):
+            return _as_result(searching, f"search {where}")
+    except _SearchTooLong:
+        return ToolResult.error(too_long)
+
+
+class _SearchTooLong(Exception):
+    """A search ran out of time."""
+
+
+@contextmanager
+def _interrupted_after(seconds: float) -> Iterator[None]:
+    """Interrupt the block after `seconds`, even inside one regular expression match.
+
+    Python's `re` checks for signals while it backtracks, so an alarm stops a pattern such as
+    `(a+)+$` that would otherwise run for ever. Signals reach only the main thread: elsewhere the
+    search is bounded by its deadline between files alone.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expired(signum: int, frame: object) -> None:
+        raise _SearchTooLong
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _read(workspace: Path, path: str, limit: int) -> bytes | None:
