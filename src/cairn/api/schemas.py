@@ -1,0 +1,91 @@
+"""What the API accepts and answers, beyond the job views it shares with the CLI (jobs.view)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from cairn.jobs.policy import REASON_LIMIT
+from cairn.jobs.submit import REQUEST_LIMIT
+from cairn.stages import Stage, Status
+
+
+class Body(BaseModel):
+    """A request body: unknown fields are refused, so a typo is not silently ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class SubmitBody(Body):
+    room: str = Field(min_length=1, max_length=64, description="The room's name.")
+    request: str = Field(min_length=1, max_length=REQUEST_LIMIT, description="What to do.")
+    agent: str = Field(
+        min_length=1, max_length=4096, description="The agent, as `cairn submit --agent` takes it."
+    )
+    kind: str = Field("interactive", description="interactive, or scheduled.")
+
+
+class ApproveBody(Body):
+    reason: str | None = Field(None, max_length=REASON_LIMIT)
+
+
+class RejectBody(Body):
+    reason: str = Field(min_length=1, max_length=REASON_LIMIT, description="Why (required).")
+
+
+class ReplyBody(Body):
+    message: str = Field(min_length=1, max_length=REASON_LIMIT, description="What to change.")
+    fresh: bool = Field(
+        False, description="Start the agent in a fresh context (request, message, current diff)."
+    )
+
+
+class Reply(BaseModel):
+    """The answer of every decision: where the job stands now."""
+
+    id: int
+    stage: Stage
+    status: Status
+
+
+class ErrorBody(BaseModel):
+    """Every error: one sanitized line, and what a person can do next (structured)."""
+
+    error: str
+    next: list[dict[str, Any]] = []
+
+
+class Health(BaseModel):
+    status: str
+
+
+class Member(BaseModel):
+    name: str
+    role: str
+
+
+class GroupView(BaseModel):
+    name: str
+    policy: dict[str, Any]
+    policy_text: str
+    members: list[Member]
+    rooms: list[str]
+
+
+class RoomView(BaseModel):
+    """A room as a member sees it; the repository is left out (it may be a local path)."""
+
+    id: int
+    name: str
+    group: str
+    base: str
+
+
+class ProgressEvent(BaseModel):
+    """What an SSE message carries, and nothing more: rule 6, progress not logs."""
+
+    job: int
+    stage: Stage
+    status: Status
+    seq: int
