@@ -155,3 +155,12 @@ def test_an_outsider_sees_none_of_another_groups_work(api: Api) -> None:
     alice = api.client("alice")
     assert [r["name"] for r in alice.get("/api/rooms").json()] == ["sample"]
     assert len(alice.get("/api/jobs").json()) == 1
+
+
+def test_an_outsider_learns_nothing_of_where_a_job_stands(api: Api) -> None:
+    carol = api.client("carol")
+    for where in ("run", "ended"):
+        job = _job(api, where)
+        for action, body in (("approve", None), ("reply", {"message": "m"}), ("cancel", None)):
+            refused = carol.post(f"/api/jobs/{job}/{action}", json=body)
+            assert refused.status_code == 403 and "not a member" in refused.json()["error"]

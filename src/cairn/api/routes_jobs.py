@@ -16,6 +16,8 @@ from cairn.stages import Status
 from cairn.store.records import Job
 
 router = APIRouter(prefix="/api/jobs", tags=["jobs"])
+# Every decision first checks that the caller belongs to the job's group, so that someone
+# outside it learns nothing of where the job stands from the refusal.
 JobId = Annotated[int, Path(ge=1, le=2**31 - 1, description="The job's id.")]
 DECIDE = responses(401, 403, 404, 409, 422, 503)
 
@@ -81,6 +83,7 @@ def approve(
 
     reason = body.reason if body else None
     with served.store.begin() as conn:
+        visibility.require_job(conn, user, job_id)
         job = gates.approve(conn, job_id, user.name, reason, sanitizer=served.sanitizer())
     if job.status is Status.blocked:
         # Committed: the job is blocked with its diagnosis; the approval was not recorded.
@@ -97,6 +100,7 @@ def reject(job_id: JobId, body: RejectBody, served: ServedDep, user: UserDep) ->
     from cairn.jobs import gates
 
     with served.store.begin() as conn:
+        visibility.require_job(conn, user, job_id)
         job = gates.reject(conn, job_id, user.name, body.reason, sanitizer=served.sanitizer())
     return _reply(job)
 
@@ -107,6 +111,7 @@ def reply(job_id: JobId, body: ReplyBody, served: ServedDep, user: UserDep) -> R
     from cairn.jobs.reply import reply as reply_to
 
     with served.store.begin() as conn:
+        visibility.require_job(conn, user, job_id)
         job = reply_to(
             conn, job_id, user.name, body.message, fresh=body.fresh, sanitizer=served.sanitizer()
         )
@@ -119,6 +124,7 @@ def cancel(job_id: JobId, served: ServedDep, user: UserDep) -> Reply:
     from cairn.jobs import gates
 
     with served.store.begin() as conn:
+        visibility.require_job(conn, user, job_id)
         return _reply(gates.cancel(conn, job_id, user.name))
 
 
@@ -128,6 +134,7 @@ def retry(job_id: JobId, served: ServedDep, user: UserDep) -> Reply:
     from cairn.jobs.submit import retry_job
 
     with served.store.begin() as conn:
+        visibility.require_job(conn, user, job_id)
         return _reply(retry_job(conn, job_id, user.name))
 
 
