@@ -116,6 +116,15 @@ def test_bad_input_is_a_clear_422_that_does_not_echo_it(api: Api) -> None:
     assert answer.status_code == 422 and secret not in answer.text
     extra = alice.post("/api/jobs", json={**_submit(api, WRITE_B), "as": "bob"})
     assert extra.status_code == 422 and "as" in extra.json()["error"]
+    # A NUL byte, which PostgreSQL refuses in text, is bad input, never a server error.
+    nul = alice.post("/api/jobs", json={**_submit(api, WRITE_B), "room": "sam\x00ple"})
+    assert nul.status_code == 422
+    assert alice.get("/api/jobs", params={"room": "a\x00"}).status_code == 422
+    in_text = alice.post("/api/jobs", json=_submit(api, WRITE_B, "add\x00 b"))
+    assert (
+        in_text.status_code == 201
+        and "\x00" not in alice.get(f"/api/jobs/{in_text.json()['id']}").json()["request"]
+    )
     big = alice.post("/api/jobs", content=b"{" + b" " * 300_000 + b"}")
     assert big.status_code == 413
     assert alice.get("/api/jobs").headers["x-content-type-options"] == "nosniff"

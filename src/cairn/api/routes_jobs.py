@@ -9,7 +9,7 @@ from fastapi import APIRouter, Path, Query
 from cairn.api import visibility
 from cairn.api.deps import ServedDep, UserDep
 from cairn.api.errors import responses
-from cairn.api.schemas import ApproveBody, RejectBody, Reply, ReplyBody, SubmitBody
+from cairn.api.schemas import ROOM_NAME, ApproveBody, RejectBody, Reply, ReplyBody, SubmitBody
 from cairn.errors import NotAllowed
 from cairn.jobs.view import JobDetail, JobSummary
 from cairn.stages import Status
@@ -26,7 +26,7 @@ DECIDE = responses(401, 403, 404, 409, 422, 503)
 def list_jobs(
     served: ServedDep,
     user: UserDep,
-    room: Annotated[str | None, Query(max_length=64)] = None,
+    room: Annotated[str | None, Query(pattern=ROOM_NAME)] = None,
     status: Status | None = None,
 ) -> list[JobSummary]:
     """The jobs of your groups' rooms (or one room's), oldest first."""

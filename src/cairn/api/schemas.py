@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from cairn.jobs.policy import REASON_LIMIT
 from cairn.jobs.submit import REQUEST_LIMIT
 from cairn.stages import Stage, Status
+
+ROOM_NAME = r"^[\w.-]{1,64}$"
+"""A room's name as `cairn room create` allows it (no control character reaches the store)."""
+RoomName = Annotated[
+    str, StringConstraints(pattern=ROOM_NAME), Field(description="The room's name.")
+]
 
 
 class Body(BaseModel):
@@ -18,10 +24,13 @@ class Body(BaseModel):
 
 
 class SubmitBody(Body):
-    room: str = Field(min_length=1, max_length=64, description="The room's name.")
+    room: RoomName
     request: str = Field(min_length=1, max_length=REQUEST_LIMIT, description="What to do.")
     agent: str = Field(
-        min_length=1, max_length=4096, description="The agent, as `cairn submit --agent` takes it."
+        min_length=1,
+        max_length=4096,
+        pattern=r"^[^\x00]+$",
+        description="The agent, as `cairn submit --agent` takes it.",
     )
     kind: str = Field("interactive", description="interactive, or scheduled.")
 
