@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from cairn.agents.base import Agent
 from cairn.agents.openai_agent import OpenAIAgent
-from cairn.agents.script import ScriptAgent
+from cairn.agents.script import ScriptAgent, parse_script, script_to_data
 from cairn.agents.script_format import PROSE_FIELDS
 from cairn.errors import UsageError
 from cairn.sanitize import secret_spans, shape_spans, strip_control
@@ -72,6 +72,17 @@ def load_agent_spec(text: str, named: NamedLookup | None = None) -> dict[str, An
         spec = _named_spec(name.strip(), named)
     else:
         spec = _adapter_class(name.strip()).spec_from_argument(argument)
+    _refuse_credentials(spec)
+    return spec
+
+
+def script_spec(text: str) -> dict[str, Any]:
+    """The spec of a script agent given as YAML text: how a remote client names one.
+
+    `script:PATH` reads a file where cairn runs, which only a local user may ask for; over the
+    API the script travels in the request, checked as a script file is.
+    """
+    spec = {"adapter": ScriptAgent.name, "script": script_to_data(parse_script(text))}
     _refuse_credentials(spec)
     return spec
 

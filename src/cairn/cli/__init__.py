@@ -13,7 +13,7 @@ import typer
 try:  # Typer vendors Click; these are the exceptions it raises outside standalone mode.
     from typer._click import exceptions as click_errors
 except ImportError:  # an older Typer, built on Click itself
-    from click import exceptions as click_errors  # type: ignore[no-redef,import-not-found]
+    from click import exceptions as click_errors  # type: ignore[no-redef,import-not-found,unused-ignore]
 
 from cairn.cli import (
     agent_commands,
@@ -24,6 +24,7 @@ from cairn.cli import (
     gc_commands,
     job_commands,
     schedule_commands,
+    serve_commands,
     setup_commands,
 )
 from cairn.cli.context import Session, command_group, errors
@@ -83,6 +84,7 @@ audit_app.command("log")(authority_commands.audit_log)
 app.add_typer(audit_app, name="audit")
 app.command()(demo)
 app.command()(gc_commands.gc)
+app.command()(serve_commands.serve)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

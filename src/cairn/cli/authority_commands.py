@@ -17,9 +17,7 @@ from cairn.cli.context import (
 )
 
 if TYPE_CHECKING:
-    import sqlalchemy as sa
-
-    from cairn.store.records import Decision, Group
+    from cairn.store.records import Decision
 
 user_app = command_group("Manage users and their API tokens.")
 group_app = command_group("Manage groups, their members and their policy.")
@@ -146,10 +144,11 @@ def group_add(
 @group_app.command("list")
 def group_list(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
     """List groups with their policy and size."""
+    from cairn.jobs import people
     from cairn.store import identity
 
     with session(ctx).store() as store, store.begin() as conn:
-        rows = [_group_record(conn, g) for g in identity.list_groups(conn)]
+        rows = [people.describe_group(conn, g) for g in identity.list_groups(conn)]
     if as_json:
         print_json(rows)
         return
@@ -160,10 +159,11 @@ def group_list(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
 @group_app.command("show")
 def group_show(ctx: typer.Context, name: str, as_json: bool = JSON_OPTION) -> None:
     """Show a group: its policy, members with their roles, and rooms."""
+    from cairn.jobs import people
     from cairn.store import identity
 
     with session(ctx).store() as store, store.begin() as conn:
-        row = _group_record(conn, identity.get_group(conn, name))
+        row = people.describe_group(conn, identity.get_group(conn, name))
     if as_json:
         print_json(row)
         return
@@ -245,21 +245,6 @@ def member_remove(
     with s.store() as store, store.begin() as conn:
         people.remove_member(conn, group, name, s.actor(as_user))
     console.print(f"{name} is no longer in group {group}")
-
-
-def _group_record(conn: sa.Connection, group: Group) -> dict[str, Any]:
-    from cairn.jobs.policy import GroupPolicy
-    from cairn.store import identity
-    from cairn.store.rooms import list_rooms
-
-    policy = GroupPolicy.of(group)
-    return {
-        "name": group.name,
-        "policy": policy.to_dict(),
-        "policy_text": policy.describe(),
-        "members": [{"name": u.name, "role": r} for u, r in identity.members(conn, group.id)],
-        "rooms": [r.name for r in list_rooms(conn) if r.group_id == group.id],
-    }
 
 
 def audit_log(

@@ -118,17 +118,16 @@ def show(ctx: typer.Context, job_id: int = JOB_ARGUMENT, as_json: bool = JSON_OP
     """Show one job: stages, decisions, dependency requests, effects and diagnosis."""
     from cairn.cli.forge_commands import secret_key
     from cairn.cli.next_steps import diagnosis
-    from cairn.jobs.deliver_forge import pull_request_view
-    from cairn.jobs.view import job_detail
+    from cairn.jobs.view import job_detail, with_pull_request
 
     s = session(ctx)
     with s.store() as store, store.begin() as conn:
-        detail = job_detail(conn, job_id)
-        pull = pull_request_view(conn, job_id, secret_key=secret_key(s.config))
+        detail = with_pull_request(conn, job_detail(conn, job_id), secret_key(s.config))
+    pull = detail.pull_request
     # The CLI's words for the next actions follow the diagnosis; `next` keeps them structured.
     shown = diagnosis(detail.diagnosis, detail.next)
     if as_json:
-        print_json(detail.model_dump(mode="json") | {"diagnosis": shown, "pull_request": pull})
+        print_json(detail.model_dump(mode="json") | {"diagnosis": shown})
         return
     console.print(
         f"job {detail.id} in room {detail.room}: {detail.status} at {detail.stage}", style="bold"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlalchemy as sa
 
 from cairn.errors import NotAllowed, UsageError
@@ -9,6 +11,7 @@ from cairn.jobs.policy import GroupPolicy, require_group_admin
 from cairn.next_action import Action, NextAction
 from cairn.store import identity as ledger
 from cairn.store.records import Group, Membership, Role, User
+from cairn.store.rooms import list_rooms
 
 
 def create_user(
@@ -70,6 +73,18 @@ def remove_member(conn: sa.Connection, group: str, name: str, actor: str) -> Non
     if before.role is Role.admin:
         _keep_an_admin(conn, found, user)
     ledger.remove_membership(conn, found.id, user.id)
+
+
+def describe_group(conn: sa.Connection, group: Group) -> dict[str, Any]:
+    """A group as `cairn group show --json` and `GET /api/groups` show it."""
+    policy = GroupPolicy.of(group)
+    return {
+        "name": group.name,
+        "policy": policy.to_dict(),
+        "policy_text": policy.describe(),
+        "members": [{"name": u.name, "role": r} for u, r in ledger.members(conn, group.id)],
+        "rooms": [r.name for r in list_rooms(conn) if r.group_id == group.id],
+    }
 
 
 def _keep_an_admin(conn: sa.Connection, group: Group, leaving: User) -> None:

@@ -158,6 +158,8 @@ class JobDetail(JobSummary):
     for the script agent only its step count, since a script's text is the agent's own output
     before cairn masks it."""
     transcript_summary: TranscriptSummaryView
+    pull_request: dict[str, Any] | None = None
+    """The job's pull request as the forge shows it when asked (`with_pull_request`)."""
 
 
 def feed_message(job: Job, request: Request) -> str:
@@ -213,6 +215,14 @@ def _summaries(conn: sa.Connection, where: Any) -> list[JobSummary]:
 def job_summaries(conn: sa.Connection, room_id: int | None = None) -> list[JobSummary]:
     """Every job (or a room's), oldest first, fetched in one query."""
     return _summaries(conn, sa.true() if room_id is None else jobs.c.room_id == room_id)
+
+
+def with_pull_request(conn: sa.Connection, detail: JobDetail, secret_key: str | None) -> JobDetail:
+    """`detail` with its pull request as the forge shows it now (asked over the network)."""
+    from cairn.jobs.deliver_forge import pull_request_view
+
+    pull = pull_request_view(conn, detail.id, secret_key=secret_key)
+    return detail.model_copy(update={"pull_request": pull})
 
 
 def job_detail(conn: sa.Connection, job_id: int) -> JobDetail:

@@ -1,0 +1,49 @@
+"""The app factory: one store, opened once, behind bearer-token routes and the hardening."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from cairn.api import errors, events, routes_jobs, routes_rooms
+from cairn.api.deps import Served
+from cairn.api.middleware import Hardening
+from cairn.config import Config
+from cairn.store import Store
+
+
+def create_app(config: Config, *, store: Store | None = None) -> FastAPI:
+    """The API over `config`'s store (or `store`, which the caller then closes)."""
+    opened = store or Store.open(config.store_url)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            if store is None:
+                opened.close()
+
+    app = FastAPI(
+        title="cairn",
+        version="1",
+        description="Resumable AI coding jobs: jobs, gates, rooms and progress streams.",
+        # The interactive docs load scripts from elsewhere, which the CSP forbids; the schema
+        # itself is served at /openapi.json.
+        docs_url=None,
+        redoc_url=None,
+        lifespan=lifespan,
+    )
+    app.state.served = Served(store=opened, config=config)
+    errors.install(app)
+    for router in (
+        routes_rooms.health_router,
+        routes_jobs.router,
+        routes_rooms.router,
+        events.router,
+    ):
+        app.include_router(router)
+    app.add_middleware(Hardening)
+    return app
