@@ -122,7 +122,13 @@ def test_rule_8_fresh_context_for_scheduled_work(
     earlier, opening = openai_server.requests_for("nightly")
     assert (earlier.answer_index, opening.answer_index) == (0, 1)
     assert [m["role"] for m in opening.messages] == ["system", "user"]
-    assert "first run" not in opening.text and "run 1" not in json.dumps(opening.body)
+    request = opening.messages[1]["content"]
+    # The bounded reference set: the repository's documents and the earlier run's result...
+    assert request.startswith("nightly") and "--- README.md ---" in request
+    assert "The previous run (job 1" in request and "run 1" in request and "b.txt | 1 +" in request
+    # ...never its conversation: no call it made, no content it wrote, no result it saw.
+    assert "secret-ish" not in json.dumps(opening.body)
+    assert "write_file" not in request and "tool_call" not in json.dumps(opening.messages)
 
 
 def _submit_scheduled(cairn: Cairn) -> int:
