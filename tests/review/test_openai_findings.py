@@ -1,0 +1,142 @@
+"""Hostile review of the openai adapter: each test fails today and passes once its defect is fixed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.agents.support import ContextStore, Crash
+from tests.agents.test_openai_agent import (
+    MemoryConversation,
+    agent_for,
+    finish,
+    turn_for,
+    write,
+)
+
+from cairn.agents import OutcomeKind
+from cairn.sanitize import Sanitizer
+from cairn.store.records import StepKind
+from cairn.testing import ScriptedOpenAIServer, ToolCall, tool_call_answer
+
+
+def test_a_run_call_reusing_an_earlier_call_id_still_runs(
+    openai_server: ScriptedOpenAIServer, workspace: Path
+) -> None:
+    """Servers that number calls per answer (or send none: the client's `call-0`) reuse ids.
+
+    The `running` marker is keyed by call id and never cleared, so the second `run` is taken
+    for an interrupted copy of the first and is never run.
+    """
+    first = ToolCall("run", {"command": "echo a >> log.txt"}, id="call_0")
+    second = ToolCall("run", {"command": "echo b >> log.txt"}, id="call_0")
+    openai_server.add_answers(
+        "same ids",
+        tool_call_answer(first),
+        tool_call_answer(second),
+        tool_call_answer(finish("appended twice")),
+    )
+    outcome = agent_for(openai_server).run_turn(
+        turn_for(workspace, MemoryConversation(), "same ids")
+    )
+    assert outcome.kind is OutcomeKind.changed
+    assert (workspace / "log.txt").read_text() == "a\nb\n"
+
+
+def test_a_write_file_call_reusing_an_earlier_call_id_writes_its_own_content(
+    openai_server: ScriptedOpenAIServer, workspace: Path
+) -> None:
+    """The edit journal (`pending_edit`) is keyed by call id too."""
+    openai_server.add_answers(
+        "same write ids",
+        tool_call_answer(ToolCall("write_file", {"path": "a.txt", "content": "one\n"}, id="c1")),
+        tool_call_answer(ToolCall("write_file", {"path": "a.txt", "content": "two\n"}, id="c1")),
+        tool_call_answer(finish("wrote twice")),
+    )
+    agent_for(openai_server).run_turn(turn_for(workspace, MemoryConversation(), "same write ids"))
+    assert (workspace / "a.txt").read_text() == "two\n"
+
+
+def test_reused_call_ids_send_each_call_its_own_result(
+    openai_server: ScriptedOpenAIServer, workspace: Path
+) -> None:
+    """`messages_from_steps` maps results by call id over the whole conversation: the first
+    call is sent the second call's result."""
+    (workspace / "x.txt").write_text("content of x\n")
+    (workspace / "y.txt").write_text("content of y\n")
+    openai_server.add_answers(
+        "same read ids",
+        tool_call_answer(ToolCall("read_file", {"path": "x.txt"}, id="r")),
+        tool_call_answer(ToolCall("read_file", {"path": "y.txt"}, id="r")),
+        tool_call_answer(finish("read both")),
+    )
+    agent_for(openai_server).run_turn(turn_for(workspace, MemoryConversation(), "same read ids"))
+    last = openai_server.requests_for("same read ids")[-1]
+    tool_contents = [m["content"] for m in last.messages if m.get("role") == "tool"]
+    assert len(tool_contents) == 2
+    assert "content of x" in tool_contents[0] and "content of y" in tool_contents[1]
+
+
+def test_a_write_resumed_after_a_crash_writes_what_the_model_asked_not_the_mask(
+    openai_server: ScriptedOpenAIServer, workspace: Path
+) -> None:
+    """The saved arguments are masked; a call resumed after a crash between the answer's save
+    and the tool's run is executed from them, so the file gets the mask instead of the text."""
+    value = "greeting-value-2026"  # any environment value of six characters or more is masked
+    sanitizer = Sanitizer(environ={"CAIRN_REVIEW_GREETING": value})
+    content = f"GREETING = '{value}'\n"
+    openai_server.add_answers(
+        "masked resume", tool_call_answer(write("app.py", content), finish("wrote app.py"))
+    )
+    conversation = MemoryConversation()
+    store = ContextStore(crash_after=1)  # the opening saves; the edit's intent save crashes
+    agent = agent_for(openai_server)
+    try:
+        agent.run_turn(
+            turn_for(workspace, conversation, "masked resume", store, mask=sanitizer.mask)
+        )
+    except Crash:
+        pass
+    assert not (workspace / "app.py").exists(), "the crash came before the write"
+    store.crash_after = None
+    agent.run_turn(turn_for(workspace, conversation, "masked resume", store, mask=sanitizer.mask))
+    assert (workspace / "app.py").read_text() == content
+
+
+def test_a_dependency_call_with_a_range_version_is_a_tool_error_not_the_jobs_end(
+    openai_server: ScriptedOpenAIServer, workspace: Path
+) -> None:
+    """Contract: tool errors go back to the model as results. A `request_dependency` whose
+    version is a range ends the turn as a dependency request, which the agent stage then
+    refuses with StageFailed (agent_turns._ask_for_dependency): the whole job fails."""
+    ask = ToolCall(
+        "request_dependency",
+        {"ecosystem": "pypi", "name": "requests", "version": ">=2.0", "reason": "http"},
+    )
+    openai_server.add_answers(
+        "bad version",
+        tool_call_answer(ask),
+        tool_call_answer(write("a.txt", "a"), finish("done without it")),
+    )
+    conversation = MemoryConversation()
+    outcome = agent_for(openai_server).run_turn(turn_for(workspace, conversation, "bad version"))
+    assert outcome.kind is not OutcomeKind.dependency_request
+    result = conversation.payloads(StepKind.tool_result)[0]
+    assert result["ok"] is False
+
+
+def test_one_tool_result_larger_than_the_budget_is_cut_not_the_end_of_the_job(
+    openai_server: ScriptedOpenAIServer, workspace: Path
+) -> None:
+    """The latest step is always kept whole; one `read_file` of a 40 KB file under a 2,000
+    token budget makes every later request ContextTooBig and the turn fails."""
+    (workspace / "big.txt").write_text("a line of a big file\n" * 2_000)
+    openai_server.add_answers(
+        "one huge result",
+        tool_call_answer(ToolCall("read_file", {"path": "big.txt"})),
+        tool_call_answer(write("a.txt", "a"), finish("read it, wrote a")),
+    )
+    outcome = agent_for(openai_server, context_tokens=2_000).run_turn(
+        turn_for(workspace, MemoryConversation(), "one huge result")
+    )
+    assert outcome.kind is OutcomeKind.changed, outcome.diagnosis
+    assert len(openai_server.requests_for("one huge result")) == 2
