@@ -13,7 +13,7 @@ from tests.agents.test_openai_agent import (
     write,
 )
 
-from cairn.agents import OutcomeKind
+from cairn.agents import OutcomeKind, Turn
 from cairn.sanitize import Sanitizer
 from cairn.store.records import StepKind
 from cairn.testing import ScriptedOpenAIServer, ToolCall, tool_call_answer
@@ -140,3 +140,89 @@ def test_one_tool_result_larger_than_the_budget_is_cut_not_the_end_of_the_job(
     )
     assert outcome.kind is OutcomeKind.changed, outcome.diagnosis
     assert len(openai_server.requests_for("one huge result")) == 2
+
+
+def _git_content_id(root: Path) -> str:
+    """What `Worktree.content_id` measures: `git add --all` into a scratch index (ignored files
+    are not part of it)."""
+    import os
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as scratch:
+        env = {**os.environ, "GIT_INDEX_FILE": str(Path(scratch) / "index")}
+        for args in (["read-tree", "HEAD"], ["add", "--all"]):
+            subprocess.run(["git", *args], cwd=root, env=env, check=True, capture_output=True)
+        done = subprocess.run(
+            ["git", "write-tree"], cwd=root, env=env, check=True, capture_output=True, text=True
+        )
+        return done.stdout.strip()
+
+
+def test_a_run_interrupted_after_it_appended_to_an_ignored_file_is_not_run_again(
+    openai_server: ScriptedOpenAIServer, tmp_path: Path
+) -> None:
+    """Rule 9 / exactly-once: `_run` reruns a marked command whenever the workspace's content
+    id is unchanged, but the content id leaves out .gitignored files, so a command that
+    appended to one (a log, a counter, a local .env) appends twice after a crash."""
+    import subprocess
+
+    from tests.agents.test_openai_agent import CrashingConversation
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / ".gitignore").write_text("build.log\n")
+    for args in (
+        ["init", "-q"],
+        ["add", ".gitignore"],
+        ["-c", "user.name=r", "-c", "user.email=r@x", "commit", "-qm", "start"],
+    ):
+        subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
+    append = ToolCall("run", {"command": "echo once >> build.log"})
+    openai_server.add_answers("ignored append", tool_call_answer(append, finish("logged")))
+    conversation, store = CrashingConversation(), ContextStore()
+    agent = agent_for(openai_server)
+
+    def turn() -> Turn:
+        return Turn(
+            job_id=1,
+            workspace=repo,
+            request="ignored append",
+            state=store.last,
+            save_state=store,
+            workspace_id=lambda: _git_content_id(repo),
+            conversation=conversation,
+        )
+
+    try:
+        agent.run_turn(turn())
+    except Crash:
+        pass
+    assert (repo / "build.log").read_text() == "once\n", "the command ran before the crash"
+    agent.run_turn(turn())
+    assert (repo / "build.log").read_text() == "once\n", "and ran once"
+
+
+def test_a_tool_name_or_call_id_carrying_a_secret_is_not_stored_raw(
+    openai_server: ScriptedOpenAIServer, workspace: Path
+) -> None:
+    """`_save_answer` masks each call's arguments but stores its `name` and `id` as the model
+    wrote them (unmasked and unbounded): an unknown tool named after the API key, or a call id
+    holding an environment value, lands in the stored context steps."""
+    import json
+
+    from cairn.testing.openai_server import TEST_API_KEY
+
+    value = "service-value-4242"
+    sanitizer = Sanitizer(environ={"CAIRN_REVIEW_VALUE": value})
+    odd = ToolCall(f"leak_{TEST_API_KEY}", {"path": "x"}, id=f"id-{value}")
+    openai_server.add_answers(
+        "odd name", tool_call_answer(odd), tool_call_answer(write("a", "a"), finish("done"))
+    )
+    conversation = MemoryConversation()
+    agent_for(openai_server).run_turn(
+        turn_for(workspace, conversation, "odd name", mask=sanitizer.mask)
+    )
+    stored = json.dumps([step.payload for step in conversation.saved])
+    assert TEST_API_KEY not in stored
+    assert value not in stored
