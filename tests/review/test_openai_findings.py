@@ -226,3 +226,44 @@ def test_a_tool_name_or_call_id_carrying_a_secret_is_not_stored_raw(
     stored = json.dumps([step.payload for step in conversation.saved])
     assert TEST_API_KEY not in stored
     assert value not in stored
+
+
+def test_a_huge_call_argument_is_not_stored_whole_in_the_context(
+    openai_server: ScriptedOpenAIServer, workspace: Path
+) -> None:
+    """The context is meant to be bounded, yet `_save_answer` stores every call's arguments
+    masked but never bounded: a 3 MB `write_file` (which the tool itself refuses, its limit is
+    1 MiB) is saved whole in the job's context step and re-sent until elided."""
+    import json
+
+    huge = write("big.txt", "x" * 3_000_000)
+    openai_server.add_answers(
+        "huge argument",
+        tool_call_answer(huge),
+        tool_call_answer(write("a.txt", "a"), finish("wrote a small file instead")),
+    )
+    conversation = MemoryConversation()
+    agent = agent_for(openai_server, stream=False)  # streamed, 3 MB takes minutes to parse
+    agent.run_turn(turn_for(workspace, conversation, "huge argument"))
+    biggest = max(len(json.dumps(step.payload)) for step in conversation.saved)
+    assert biggest < 1_200_000, f"a stored step of {biggest:,} characters"
+
+
+def test_a_huge_prose_answer_is_not_stored_whole_in_the_context(
+    openai_server: ScriptedOpenAIServer, workspace: Path
+) -> None:
+    """Issue 13: the model's raw text is never stored beyond the bounded context. A 2 MB prose
+    answer (no call) is stored whole as the assistant step's content."""
+    import json
+
+    from cairn.testing import text_answer
+
+    openai_server.add_answers(
+        "huge prose",
+        text_answer("blah " * 400_000),
+        tool_call_answer(write("a.txt", "a"), finish("wrote a")),
+    )
+    conversation = MemoryConversation()
+    agent_for(openai_server, stream=False).run_turn(turn_for(workspace, conversation, "huge prose"))
+    biggest = max(len(json.dumps(step.payload)) for step in conversation.saved)
+    assert biggest < 200_000, f"a stored step of {biggest:,} characters"
