@@ -267,3 +267,19 @@ def test_a_huge_prose_answer_is_not_stored_whole_in_the_context(
     agent_for(openai_server, stream=False).run_turn(turn_for(workspace, conversation, "huge prose"))
     biggest = max(len(json.dumps(step.payload)) for step in conversation.saved)
     assert biggest < 200_000, f"a stored step of {biggest:,} characters"
+
+
+def test_a_base_url_carrying_a_key_in_its_fragment_or_path_parameters_is_refused() -> None:
+    """`checked_base_url` looks at userinfo and the query only: a key in the fragment
+    (`#api_key=`) or in `;`-parameters of the path is accepted and stored in the spec."""
+    import pytest
+
+    from cairn.agents.openai_spec import checked_base_url
+    from cairn.errors import UsageError
+
+    for url in (
+        "http://127.0.0.1:8000/v1#api_key=hunter2hunter2",
+        "http://127.0.0.1:8000/v1;api_key=hunter2hunter2",
+    ):
+        with pytest.raises(UsageError):
+            checked_base_url(url, "the agent's base_url")
