@@ -283,3 +283,54 @@ def test_a_base_url_carrying_a_key_in_its_fragment_or_path_parameters_is_refused
     ):
         with pytest.raises(UsageError):
             checked_base_url(url, "the agent's base_url")
+
+
+def test_streamed_tool_calls_without_an_index_are_kept_apart() -> None:
+    """Some OpenAI-compatible servers (older Ollama, some proxies) stream each tool call whole
+    in its own delta without `index`. `_Assembly.add` keys calls by `piece.index` only, so
+    every such call lands under the key None: two calls come back as one call named after
+    the last, with both argument texts glued together (the write is lost)."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from cairn.agents.openai_client import ModelClient
+
+    def chunk(delta: dict[str, object], reason: str | None = None) -> bytes:
+        choice = {"index": 0, "delta": delta, "finish_reason": reason}
+        body = {"id": "x", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+        return b"data: " + json.dumps({**body, "choices": [choice]}).encode() + b"\n\n"
+
+    def call(call_id: str, name: str, arguments: dict[str, str]) -> dict[str, object]:
+        function = {"name": name, "arguments": json.dumps(arguments)}
+        return {"id": call_id, "type": "function", "function": function}
+
+    class NoIndex(BaseHTTPRequestHandler):
+        def log_message(self, *_: object) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["content-length"]))
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.end_headers()
+            write_call = call("a", "write_file", {"path": "a.txt", "content": "a"})
+            finish_call = call("b", "finish", {"summary": "s"})
+            self.wfile.write(chunk({"role": "assistant", "tool_calls": [write_call]}))
+            self.wfile.write(chunk({"tool_calls": [finish_call]}))
+            self.wfile.write(chunk({}, "tool_calls") + b"data: [DONE]\n\n")
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), NoIndex)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    client = ModelClient(
+        base_url=f"http://127.0.0.1:{server.server_address[1]}/v1",
+        api_key="k",
+        model="m",
+        key_env="K",
+    )
+    try:
+        answer = client.complete([{"role": "user", "content": "x"}], None)
+    finally:
+        client.close()
+        server.shutdown()
+    assert [(c.id, c.name) for c in answer.calls] == [("a", "write_file"), ("b", "finish")]
