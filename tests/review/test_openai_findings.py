@@ -334,3 +334,30 @@ def test_streamed_tool_calls_without_an_index_are_kept_apart() -> None:
         client.close()
         server.shutdown()
     assert [(c.id, c.name) for c in answer.calls] == [("a", "write_file"), ("b", "finish")]
+
+
+def test_a_summary_repair_resumed_after_a_crash_still_offers_only_finish(
+    openai_server: ScriptedOpenAIServer, workspace: Path
+) -> None:
+    """The repair's restriction lives only in `_repair`'s own call. A runner that dies while
+    waiting for the repair answer resumes in `_loop`, which asks with ALL_TOOLS: the model is
+    handed write_file and run again during what is a summary repair."""
+    from cairn.agents.model_loop import REPAIR_NOTE
+
+    openai_server.add_answers(
+        "repair crash",
+        tool_call_answer(write("r.txt", "r"), finish("")),
+        tool_call_answer(finish("wrote r.txt")),  # the repair answer the crash lost
+        tool_call_answer(finish("wrote r.txt")),  # the answer to the resumed request
+    )
+    conversation, store = MemoryConversation(), ContextStore()
+    agent = agent_for(openai_server)
+    agent.run_turn(turn_for(workspace, conversation, "repair crash", store))
+    notes = [s for s in conversation.saved if s.payload.get("content") == REPAIR_NOTE]
+    assert notes, "the turn went to summary repair"
+    # The runner died after saving the repair note, before the repair answer was saved.
+    conversation.saved = conversation.saved[: conversation.saved.index(notes[0]) + 1]
+    outcome = agent.run_turn(turn_for(workspace, conversation, "repair crash", store))
+    resumed = openai_server.requests_for("repair crash")[-1]
+    assert resumed.tool_names == ["finish"]
+    assert outcome.summary == "wrote r.txt"
