@@ -361,3 +361,25 @@ def test_a_summary_repair_resumed_after_a_crash_still_offers_only_finish(
     resumed = openai_server.requests_for("repair crash")[-1]
     assert resumed.tool_names == ["finish"]
     assert outcome.summary == "wrote r.txt"
+
+
+def test_a_stream_lost_after_an_edit_records_a_summary_repair_or_its_limit(
+    openai_server: ScriptedOpenAIServer, workspace: Path
+) -> None:
+    """Issue 13: summary repair applies when the work is accepted but the `finish` summary is
+    missing (no finish at all among the cases). A stream lost after a `write_file` ends
+    `interrupted` in `_lost` with neither a summary nor a summary_repair record, so the
+    review shows no summary and the evidence does not say one was never asked for."""
+    from cairn.testing import Fault
+
+    openai_server.add_answers(
+        "lost after edit",
+        tool_call_answer(write("w.txt", "w")),
+        tool_call_answer(finish("wrote w.txt")).with_fault(Fault.drop_connection, after_chunks=2),
+        tool_call_answer(finish("wrote w.txt")),
+    )
+    outcome = agent_for(openai_server).run_turn(
+        turn_for(workspace, MemoryConversation(), "lost after edit")
+    )
+    assert (workspace / "w.txt").read_text() == "w"
+    assert outcome.summary or outcome.summary_repair is not None
