@@ -8,31 +8,6 @@ from cairn.testing import ScriptedOpenAIServer, ToolCall, tool_call_answer
 from cairn.testing.harness import Cairn
 
 
-def test_show_json_carries_the_agent_model_requests_and_a_transcript_summary(
-    cairn: Cairn, openai_server: ScriptedOpenAIServer
-) -> None:
-    """Issue 13's contract: `cairn show JOB --json` gains `agent` (the spec), `usage` with
-    `model_requests`, and `transcript_summary` (tool calls: name, target, status). None of the
-    three is in JobDetail today (agent_turns even leaves an 'integrator:' note about the
-    missing model_requests column)."""
-    point_at(cairn, openai_server)
-    marker = "Add a summary file"
-    openai_server.add_answers(
-        marker,
-        tool_call_answer(write("s.txt", "s\n")),
-        tool_call_answer(finish("added s.txt")),
-    )
-    job = submit_openai(cairn, marker)
-    cairn.work()
-    detail = cairn.detail(job.id)
-    assert detail["stage"] == "awaiting_review", detail["diagnosis"]
-    assert detail.get("agent", {}).get("adapter") == "openai"
-    assert detail["usage"].get("model_requests") == 2
-    summary = detail.get("transcript_summary")
-    assert summary, "no transcript_summary in the detail view"
-    assert any("write_file" in str(entry) and "s.txt" in str(entry) for entry in summary)
-
-
 def test_a_bad_dependency_version_from_the_model_does_not_fail_the_job(
     cairn: Cairn, openai_server: ScriptedOpenAIServer
 ) -> None:
