@@ -130,7 +130,7 @@ def test_an_edit_turn_saves_each_answer_and_result_and_ends_changed(
     ]
     results = conversation.payloads(StepKind.tool_result)
     assert results[0] == {
-        "call_id": "call_0_0_0",
+        "call_id": "call-3-0",
         "name": "write_file",
         "target": "hello.txt",
         "ok": True,
@@ -198,7 +198,7 @@ def test_a_dependency_call_ends_the_turn_and_its_decision_becomes_its_result(
     resumed = openai_server.requests_for("colour")[1]
     assert resumed.messages[-1] == {
         "role": "tool",
-        "tool_call_id": "call_0_0_0",
+        "tool_call_id": "call-3-0",
         "content": note,
     }
     result = conversation.payloads(StepKind.tool_result)[0]

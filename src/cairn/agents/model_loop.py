@@ -36,6 +36,7 @@ from cairn.agents.step_messages import (
     opening_steps,
 )
 from cairn.agents.text_calls import parse_text_calls
+from cairn.sanitize import bound
 from cairn.store.records import ContextStep, StepKind
 
 NATIVE_CORRECTION = (
@@ -47,7 +48,19 @@ REPAIR_NOTE = (
     "summary of what changed and why; no other tool is available now."
 )
 REPAIRED = "repaired"
+UNKNOWN_TOOL = "unknown"
+"""How a call naming no tool of cairn's is saved: the name the model wrote may carry anything."""
+ARGUMENT_CHARS = 1_100_000
+"""The most of one call's arguments saved (a `write_file` writes at most 1 MiB)."""
+CONTENT_CHARS = 100_000
+"""The most of an answer's prose saved and sent back."""
+_TOOL_NAMES = frozenset(tool.value for tool in ToolName)
 _NOT_RUN_AFTER_FINISH = "not run: finish ended the turn"
+ASK_AGAIN = (
+    "this call was interrupted before it ran and its exact arguments were not kept (they "
+    "held a masked value); make the call again"
+)
+_NOT_RUN_AFTER_ASK_AGAIN = "not run: an earlier call of this answer must be made again first"
 
 
 class ModelClientLike(Protocol):
@@ -197,13 +210,25 @@ class ModelLoop:
 
     def _parsed(self, call: dict[str, str], step: ContextStep) -> ToolCall | CallProblem:
         offered = [ToolName.finish] if step.payload.get("repair") else ALL_TOOLS
+        if call.get("problem"):
+            return CallProblem(call["id"], call["name"], call["problem"])
         # This process's own copy when it has one: the saved arguments are masked.
         arguments = self._raw_arguments.get(call["id"], call["arguments"])
         return parse_tool_call(call["id"], call["name"], arguments, offered)
 
+    def _lost_arguments(self, call: dict[str, str]) -> bool:
+        """Whether a call resumed after a crash would run on masked arguments, not its own."""
+        return bool(call.get("masked")) and call["id"] not in self._raw_arguments
+
     def _execute(self, pending: list[dict[str, str]]) -> Outcome | None:
         step = self.steps[self._last_answer_index()]
         for index, call in enumerate(pending):
+            if self._lost_arguments(call):
+                # Run as saved it would write the mask, not what the model asked for.
+                self._close(call, ASK_AGAIN)
+                for rest in pending[index + 1 :]:
+                    self._close(rest, _NOT_RUN_AFTER_ASK_AGAIN)
+                return None
             parsed = self._parsed(call, step)
             if isinstance(parsed, CallProblem):
                 self._save_result(self.actions.result(parsed, False, parsed.message))
@@ -261,24 +286,44 @@ class ModelLoop:
         return answer
 
     def _save_answer(self, answer: ModelAnswer, offered: Sequence[ToolName], **extra: Any) -> None:
-        calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in answer.calls]
+        seq = (self.steps[-1].seq if self.steps else 0) + 1
+        # cairn's own id per call: servers number calls per answer (or send none), and a
+        # reused id would pair a call with an earlier call's result, marker or edit record.
+        calls = [
+            {"id": f"call-{seq}-{index}", "name": c.name, "arguments": c.arguments}
+            for index, c in enumerate(answer.calls)
+        ]
         protocol, content = "native", answer.content
         if not calls and self.settings.tool_protocol != "native" and content:
-            seq = (self.steps[-1].seq if self.steps else 0) + 1
             found = parse_text_calls(content, offered, id_prefix=f"text-{seq}").calls
             if found:
                 protocol, content = "text", None  # kept as calls; the prose is not stored
                 calls = [_as_call(call) for call in found]
         self._raw_arguments = {call["id"]: call["arguments"] for call in calls}
-        stored = [{**call, "arguments": self.mask(call["arguments"])} for call in calls]
         payload = {
-            "content": self.mask(content) if content else None,
-            "tool_calls": stored,
+            "content": bound(self.mask(content), CONTENT_CHARS) if content else None,
+            "tool_calls": [self._stored_call(call) for call in calls],
             "usage": asdict(answer.usage),
             "protocol": protocol,
             **extra,
         }
         self._append(StepKind.assistant, payload)
+
+    def _stored_call(self, call: dict[str, str]) -> dict[str, Any]:
+        """A call as it is saved: a known tool's name, masked and bounded arguments."""
+        name = call["name"] if call["name"] in _TOOL_NAMES else UNKNOWN_TOOL
+        arguments = self.mask(call["arguments"])
+        stored: dict[str, Any] = {"id": call["id"], "name": name, "arguments": arguments}
+        if len(arguments) > ARGUMENT_CHARS:
+            stored["arguments"] = "{}"
+            stored["problem"] = (
+                f"the call's arguments were {len(arguments):,} characters, over the limit of "
+                f"{ARGUMENT_CHARS:,}; it was not run (write a large file in smaller parts)"
+            )
+        elif arguments != call["arguments"]:
+            # Only this process holds the exact arguments: a resumed call must be asked again.
+            stored["masked"] = True
+        return stored
 
     # Ending the turn.
 
@@ -370,6 +415,17 @@ class ModelLoop:
 
     def _save_result(self, result: CallResult) -> None:
         self._append(StepKind.tool_result, result.to_payload())
+        # The call is done: its exactly-once markers have served their purpose.
+        done = [
+            key
+            for key in ("running", "pending_edit")
+            if isinstance(self.state.get(key), dict)
+            and self.state[key].get("call") == result.call_id
+        ]
+        for key in done:
+            del self.state[key]
+        if done:
+            self._save_state()
 
     def _close(self, call: dict[str, str], why: str) -> None:
         closed = CallResult(call["id"], self.mask(call["name"])[:80], None, False, why)

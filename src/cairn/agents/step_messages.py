@@ -114,15 +114,20 @@ def _calls(payload: dict[str, Any]) -> list[dict[str, str]]:
     calls = payload.get("tool_calls")
     if not isinstance(calls, list):
         return []
-    return [
-        {"id": str(c.get("id")), "name": str(c.get("name")), "arguments": str(c.get("arguments"))}
-        for c in calls
-        if isinstance(c, dict)
-    ]
+    found: list[dict[str, str]] = []
+    for c in calls:
+        if not isinstance(c, dict):
+            continue
+        call = {key: str(c.get(key)) for key in ("id", "name", "arguments")}
+        # Why a saved call may not run as saved: its arguments were cut, or they were masked.
+        call.update({key: str(c[key]) for key in ("problem", "masked") if c.get(key)})
+        found.append(call)
+    return found
 
 
 def calls_of(step: ContextStep) -> list[dict[str, str]]:
-    """The tool calls an assistant step saved: `{"id", "name", "arguments"}` each."""
+    """The tool calls an assistant step saved: `{"id", "name", "arguments"}` each, with
+    `problem` when the arguments were too big to keep and `masked` when masking changed them."""
     return _calls(step.payload) if step.kind is StepKind.assistant else []
 
 
