@@ -158,7 +158,8 @@ def test_rule_9_lost_stream_after_changes_continues_the_same_job(
     detail = cairn.detail(job.id)
     assert detail["stage"] == "awaiting_review", detail["diagnosis"]
     assert (cairn.workspace(job.id) / "log.txt").read_text() == "once\n"
-    assert len(openai_server.requests_for(marker)) == 2
+    # The two answers, then the summary repair's request (the server has no answer left).
+    assert len(openai_server.requests_for(marker)) == 3
     assert [e["outcome"]["value"] for e in _agent_evidence(cairn, job.id)] == ["interrupted"]
 
 

@@ -317,6 +317,7 @@ def test_streamed_tool_calls_without_an_index_are_kept_apart() -> None:
     finally:
         client.close()
         server.shutdown()
+        server.server_close()
     assert [(c.id, c.name) for c in answer.calls] == [("a", "write_file"), ("b", "finish")]
 
 

@@ -36,6 +36,7 @@ from cairn.agents.step_messages import (
     opening_steps,
 )
 from cairn.agents.text_calls import parse_text_calls
+from cairn.deps.requests import dependency_problem
 from cairn.sanitize import bound
 from cairn.store.records import ContextStep, StepKind
 
@@ -175,6 +176,9 @@ class ModelLoop:
             if self.turn.stop_requested():
                 raise ModelStopped
             pending = self._pending_calls()
+            repair = self._resumed_repair(pending)
+            if repair is not None:
+                return repair
             if pending:
                 ended = self._execute(pending)
                 if ended is not None:
@@ -236,7 +240,13 @@ class ModelLoop:
             match parsed.arguments:
                 case RequestDependencyArgs(ecosystem=eco, name=name, version=version, reason=why):
                     ask = DependencyAsk(eco, name, version, self.mask(why))
-                    return self._end(Outcome(OutcomeKind.dependency_request, dependency=ask))
+                    problem = dependency_problem(ask, mask=self.mask)
+                    if problem is None:
+                        return self._end(Outcome(OutcomeKind.dependency_request, dependency=ask))
+                    # A request no person could approve is the model's to fix, not the job's end.
+                    refused = f"the dependency request was not put to a person: {problem}"
+                    self._save_result(self.actions.result(parsed, False, refused))
+                    continue
                 case FinishArgs(summary=summary):
                     self._save_result(self.actions.result(parsed, True, "the turn ends here"))
                     for rest in pending[index + 1 :]:
@@ -346,21 +356,31 @@ class ModelLoop:
             )
         )
 
-    def _repair(self) -> Outcome:
-        """Summary repair: ask only for the summary, with `finish` the only tool."""
+    def _repair(self, kind: OutcomeKind = OutcomeKind.changed) -> Outcome:
+        """Summary repair: ask only for the summary, with `finish` the only tool.
+
+        `kind` is the outcome the turn has whatever the repair gives: `changed`, or
+        `interrupted` when the model's stream was lost after the workspace changed.
+        """
+        self._append(StepKind.note, {"content": REPAIR_NOTE, "repair": True, "kind": kind.value})
+        return self._ask_for_summary(kind)
+
+    def _ask_for_summary(self, kind: OutcomeKind) -> Outcome:
         before = self.turn.workspace_id()
-        self._append(StepKind.note, {"content": REPAIR_NOTE, "repair": True})
-        summary: str | None = None
         try:
             answer = self._ask([ToolName.finish])
         except (ModelInterrupted, ModelRefused, ContextTooBig) as error:
             if isinstance(error, ModelInterrupted | ModelRefused):
                 self.usage += error.usage
             limit = "limit: the model did not answer the request for a summary"
-            return self._end(Outcome(OutcomeKind.changed, summary_repair=limit))
-        self._save_answer(answer, [ToolName.finish], repair=True)
-        step = self.steps[-1]
-        for call in calls_of(step):
+            return self._end(Outcome(kind, summary_repair=limit))
+        self._save_answer(answer, [ToolName.finish], repair=True, kind=kind.value)
+        return self._repaired(self.steps[-1], calls_of(self.steps[-1]), before)
+
+    def _repaired(self, step: ContextStep, calls: Sequence[dict[str, str]], before: str) -> Outcome:
+        """The repair answer's calls closed, and the outcome the repair leaves."""
+        summary: str | None = None
+        for call in calls:
             parsed = self._parsed(call, step)
             if isinstance(parsed, ToolCall) and isinstance(parsed.arguments, FinishArgs):
                 summary = summary or self._summary(parsed.arguments.summary)
@@ -373,12 +393,28 @@ class ModelLoop:
             repair = REPAIRED
         else:
             repair = "limit: the model gave no usable summary when asked for one"
-        outcome = Outcome(OutcomeKind.changed, summary=summary, summary_repair=repair)
+        kind = _repair_kind(step.payload.get("kind"))
+        outcome = Outcome(kind, summary=summary, summary_repair=repair)
         return self._end(outcome)
+
+    def _resumed_repair(self, pending: Sequence[dict[str, str]]) -> Outcome | None:
+        """A summary repair a crash interrupted, gone on with as one (`finish` the only tool)."""
+        last = self.steps[-1] if self.steps else None
+        if last is not None and last.kind is StepKind.note and last.payload.get("repair"):
+            # The repair answer was not saved.
+            return self._ask_for_summary(_repair_kind(last.payload.get("kind")))
+        answered = self._last_answer_index()
+        step = self.steps[answered] if answered >= 0 else None
+        if step is not None and step.payload.get("repair") and (pending or step is last):
+            return self._repaired(step, pending, self.turn.workspace_id())
+        return None
 
     def _lost(self, error: Exception) -> Outcome:
         if isinstance(error, ModelInterrupted):
             self.usage += error.usage
+            if self._changed():
+                # Rule 9 keeps the changes; the summary is asked for (or its limit recorded).
+                return self._repair(OutcomeKind.interrupted)
             return self._end(Outcome(OutcomeKind.interrupted, diagnosis=str(error)))
         if isinstance(error, ModelRefused):
             self.usage += error.usage
@@ -433,6 +469,12 @@ class ModelLoop:
 
     def _save_state(self) -> None:
         self.turn.save_state(dict(self.state))
+
+
+def _repair_kind(saved: object) -> OutcomeKind:
+    """The outcome kind a repair step saved: `interrupted` after a lost stream, else `changed`."""
+    interrupted = OutcomeKind.interrupted
+    return interrupted if saved == interrupted.value else OutcomeKind.changed
 
 
 def _as_call(call: ToolCall) -> dict[str, str]:
