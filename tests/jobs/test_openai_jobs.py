@@ -264,3 +264,26 @@ def test_reply_fresh_starts_a_new_conversation_with_request_message_and_diff(
     assert marker in opening and "Say welcome in full" in opening and "+hi" in opening
     assert "added welcome.txt" not in second.text, "nothing of the old model text is carried"
     assert step_kinds(cairn, job.id)[:2] == ["system", "request"]
+
+
+def test_a_bad_dependency_version_from_the_model_does_not_fail_the_job(
+    cairn: Cairn, openai_server: ScriptedOpenAIServer
+) -> None:
+    """Tool errors go back to the model as tool results: a `request_dependency` with a range
+    version is refused to the model, which goes on without it."""
+    point_at(cairn, openai_server)
+    marker = "Add colour output"
+    ask = ToolCall(
+        "request_dependency",
+        {"ecosystem": "pypi", "name": "termcolor", "version": "^2.4", "reason": "colour"},
+    )
+    openai_server.add_answers(
+        marker,
+        tool_call_answer(ask),
+        tool_call_answer(write("c.txt", "no colour\n"), finish("went without termcolor")),
+    )
+    job = submit_openai(cairn, marker)
+    cairn.work()
+    detail = cairn.detail(job.id)
+    assert detail["status"] != "failed", detail["diagnosis"]
+    assert detail["stage"] == "awaiting_review"
