@@ -1,10 +1,13 @@
 """The tool-calling loop of one turn, over the job's own append-only conversation.
 
-Every model answer is saved before any of its calls runs, and every call's result right after
-it ran; a resumed turn continues from the last saved step: a saved answer is never asked for
-again, a call with a saved result never runs again, and a call without one runs now. A turn
-ends with `finish` (cairn then reads the workspace), with `request_dependency` (the decision
-comes back as that call's result), at the step limit, or when the model is lost (rule 9).
+Every model answer is saved before any of its calls runs, each call under cairn's own id (its
+step and index: servers reuse theirs), and every call's result right after it ran; a resumed
+turn continues from the last saved step: a saved answer is never asked for again, a call with
+a saved result never runs again, and a call without one runs now (unless masking changed its
+saved arguments: then the model is asked to make it again). A turn ends with `finish` (cairn
+then reads the workspace), with `request_dependency` (the decision comes back as that call's
+result; an ask no person could approve is a tool error instead), at the step limit, or when
+the model is lost (rule 9; after a change, the summary is then asked for).
 """
 
 from __future__ import annotations
