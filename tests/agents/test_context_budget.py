@@ -8,7 +8,12 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cairn.agents.context_budget import CHARS_PER_TOKEN, TokenCounter, fit_context
+from cairn.agents.context_budget import (
+    CHARS_PER_TOKEN,
+    TokenCounter,
+    cut_latest_results,
+    fit_context,
+)
 
 Message = dict[str, Any]
 _TOOLS = ["read_file", "run", "search", "write_file", "list_files"]
@@ -190,3 +195,23 @@ def test_a_nonsense_usage_falls_back_or_is_bounded() -> None:
     assert TokenCounter.calibrated(sent, 0) == TokenCounter()
     assert TokenCounter.calibrated(sent, 1).chars_per_token == 8.0
     assert TokenCounter.calibrated(sent, 10**9).chars_per_token == 1.0
+
+
+def test_the_latest_results_are_cut_to_their_head_and_tail_to_fit_the_room_left() -> None:
+    big = "start of the output\n" + "middle line\n" * 3_000 + "end of the output\n"
+    call = {"id": "c", "type": "function", "function": {"name": "run", "arguments": "{}"}}
+    messages = [
+        {"role": "system", "content": "you are a coding agent"},
+        {"role": "user", "content": "do the thing"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c", "content": big},
+    ]
+    counter = TokenCounter()
+    assert not fit_context(messages, 1_000, counter, keep_steps=1).fits
+    cut = cut_latest_results(messages, 1_000, counter)
+    assert fit_context(cut, 1_000, counter, keep_steps=1).fits
+    result = cut[-1]["content"]
+    assert result.startswith("start of the output") and result.endswith("end of the output\n")
+    assert "characters elided" in result
+    assert cut[:3] == messages[:3], "only the latest step's results are cut"
+    assert cut_latest_results(messages, 100_000, counter) == messages, "what fits is untouched"

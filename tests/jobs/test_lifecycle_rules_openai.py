@@ -164,7 +164,8 @@ def test_rule_9_lost_stream_after_changes_continues_the_same_job(
     detail = cairn.detail(job.id)
     assert detail["stage"] == "awaiting_review", detail["diagnosis"]
     assert (cairn.workspace(job.id) / "log.txt").read_text() == "once\n"
-    assert len(openai_server.requests_for(marker)) == 2
+    # The two answers, then the summary repair's request (the server has no answer left).
+    assert len(openai_server.requests_for(marker)) == 3
     assert [e["outcome"]["value"] for e in _agent_evidence(cairn, job.id)] == ["interrupted"]
 
 
@@ -235,3 +236,28 @@ def test_secrets_in_run_output_never_reach_the_stored_steps_or_the_summary(
     for secret in (key, "tok-0a1b2c3d4e5f6a7b"):
         assert secret not in stored and secret not in shown
         assert secret not in json.dumps([r.body for r in openai_server.requests][1:])
+
+
+def test_rule_7_a_reply_turn_after_the_corrective_run_is_not_counted_as_corrective(
+    cairn: Cairn, openai_server: ScriptedOpenAIServer
+) -> None:
+    """Only the turn rule 7 asked for is corrective: a reviewer's reply turn after it is a
+    normal one (usage's corrective_runs stays 1)."""
+    point_at(cairn, openai_server)
+    marker = "Add a notes file"
+    openai_server.add_answers(
+        marker,
+        tool_call_answer(finish("nothing to do")),  # first job in the room, unchanged: rule 7
+        tool_call_answer(write("notes.txt", "n\n"), finish("added notes.txt")),
+        tool_call_answer(write("notes.txt", "notes\n"), finish("longer notes")),
+    )
+    job = submit_openai(cairn, marker)
+    cairn.work()
+    assert cairn.detail(job.id)["stage"] == "awaiting_review", cairn.detail(job.id)["diagnosis"]
+    assert cairn.detail(job.id)["usage"]["corrective_runs"] == 1
+    cairn.reply(job.id, "Please write the word notes")
+    cairn.work()
+    detail = cairn.detail(job.id)
+    assert detail["stage"] == "awaiting_review", detail["diagnosis"]
+    assert detail["usage"]["agent_runs"] == 3
+    assert detail["usage"]["corrective_runs"] == 1

@@ -95,7 +95,8 @@ def test_a_dependency_asked_through_the_tool_is_installed_and_told_as_its_result
     assert cairn.job(job.id).stage is Stage.awaiting_review, cairn.detail(job.id)["diagnosis"]
     resumed = openai_server.requests_for(marker)[1]
     told = resumed.messages[-1]
-    assert told["role"] == "tool" and told["tool_call_id"] == "call_0_0_1"
+    # cairn's own id for the answer's second call (saved as context step 3).
+    assert told["role"] == "tool" and told["tool_call_id"] == "call-3-1"
     assert "termcolor==2.4.0 was approved and installed" in told["content"]
     assert tool_results(cairn, job.id)[1]["target"] == "pypi:termcolor==2.4.0"
 
@@ -141,15 +142,21 @@ def test_a_drop_after_a_write_verifies_the_existing_change_without_writing_again
         marker,
         tool_call_answer(write("kept.txt", "written once\n")),
         tool_call_answer(finish("never seen")).with_fault(Fault.drop_connection, after_chunks=2),
+        # The summary repair's request: only finish is offered, so this write is not run.
         tool_call_answer(write("kept.txt", "written twice\n")),
     )
     job = submit_openai(cairn, marker)
     cairn.work()
     review = cairn.detail(job.id)
     assert review["stage"] == "awaiting_review", review["diagnosis"]
-    assert len(openai_server.requests_for(marker)) == 2, "no new attempt asked the model again"
+    requests = openai_server.requests_for(marker)
+    assert len(requests) == 3, "no new attempt, only the summary repair, asked the model again"
+    assert requests[-1].tool_names == ["finish"]
     assert (cairn.workspace(job.id) / "kept.txt").read_text() == "written once\n"
-    assert step_kinds(cairn, job.id) == ["system", "request", "assistant", "tool_result"]
+    assert step_kinds(cairn, job.id) == [
+        *("system", "request", "assistant", "tool_result"),
+        *("note", "assistant", "tool_result"),  # the summary repair, its write not run
+    ]
 
 
 def test_a_drop_before_any_change_starts_a_new_attempt(
@@ -257,3 +264,26 @@ def test_reply_fresh_starts_a_new_conversation_with_request_message_and_diff(
     assert marker in opening and "Say welcome in full" in opening and "+hi" in opening
     assert "added welcome.txt" not in second.text, "nothing of the old model text is carried"
     assert step_kinds(cairn, job.id)[:2] == ["system", "request"]
+
+
+def test_a_bad_dependency_version_from_the_model_does_not_fail_the_job(
+    cairn: Cairn, openai_server: ScriptedOpenAIServer
+) -> None:
+    """Tool errors go back to the model as tool results: a `request_dependency` with a range
+    version is refused to the model, which goes on without it."""
+    point_at(cairn, openai_server)
+    marker = "Add colour output"
+    ask = ToolCall(
+        "request_dependency",
+        {"ecosystem": "pypi", "name": "termcolor", "version": "^2.4", "reason": "colour"},
+    )
+    openai_server.add_answers(
+        marker,
+        tool_call_answer(ask),
+        tool_call_answer(write("c.txt", "no colour\n"), finish("went without termcolor")),
+    )
+    job = submit_openai(cairn, marker)
+    cairn.work()
+    detail = cairn.detail(job.id)
+    assert detail["status"] != "failed", detail["diagnosis"]
+    assert detail["stage"] == "awaiting_review"

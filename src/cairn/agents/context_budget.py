@@ -215,3 +215,49 @@ def _text_size(content: Any) -> int:
 
 def _chars(message: Mapping[str, Any]) -> int:
     return len(json.dumps(message, ensure_ascii=False, separators=(",", ":"), default=str))
+
+
+def cut_latest_results(
+    messages: Sequence[Message], budget: int, counter: TokenCounter | None = None
+) -> list[Message]:
+    """`messages` with the latest step's tool results cut to what `budget` leaves them.
+
+    The last resort when the latest step alone does not fit: each of its results keeps its
+    head and tail around a marker saying how much was elided, sharing the room that the
+    kept messages (and the latest step's call) leave.
+    """
+    counter = counter or TokenCounter()
+    out = list(messages)
+    latest = _latest_results(out)
+    if not latest:
+        return out
+    emptied = [{**m, "content": ""} if i in latest else m for i, m in enumerate(out)]
+    floor = fit_context(emptied, budget, counter, keep_steps=1).tokens
+    room = (budget - floor) * counter.chars_per_token / len(latest)
+    for index in latest:
+        content = out[index].get("content")
+        if not isinstance(content, str):
+            continue
+        # As counted: JSON escapes (newlines, quotes) make it longer than the text.
+        encoded = len(json.dumps(content, ensure_ascii=False))
+        if encoded <= room:
+            continue
+        keep = max(0, int(room * len(content) / max(encoded, 1)) - len(_CUT.format(n=0)) - 16)
+        out[index] = {**out[index], "content": _cut_middle(content, keep)}
+    return out
+
+
+_CUT = "\n[... {n:,} characters elided: only the start and end fit the context ...]\n"
+
+
+def _cut_middle(text: str, keep: int) -> str:
+    head = keep * 2 // 3
+    tail = keep - head
+    elided = len(text) - head - tail
+    return text[:head] + _CUT.format(n=elided) + (text[len(text) - tail :] if tail else "")
+
+
+def _latest_results(messages: Sequence[Message]) -> list[int]:
+    """The indices of the tool results after the last assistant message."""
+    last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
+    return [i for i in range(last + 1, len(messages)) if messages[i].get("role") == "tool"]

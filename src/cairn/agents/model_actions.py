@@ -2,7 +2,8 @@
 
 The file tools and `run` happen here, exactly once: an edit saves its intent with the job's
 context before it is made (`agents.tools.edits`), and a command saves a marker before it
-starts, so a call resumed after a crash is never done twice. `request_dependency` and
+starts, so a call resumed after a crash is never done twice (a marked command is never run
+again: what it did cannot always be measured). `request_dependency` and
 `finish` end the turn; the loop handles them. Every result text is masked and bounded
 before it is saved or sent.
 """
@@ -46,6 +47,9 @@ RUN_TIMEOUT = 300.0
 RESULT_CHARS = 80_000
 """The most of one tool result that is saved and sent back (a read file is at most 64 KiB)."""
 TARGET_CHARS = 200
+INTERRUPTED_RUN = (
+    "this command was interrupted and was not run again; check its effects before running it again"
+)
 EDIT_TOOLS = (ToolName.write_file, ToolName.replace_in_file)
 
 State = dict[str, Any]
@@ -144,22 +148,13 @@ class Actions:
         turn = self.turn
         marker = self.state.get("running")
         if isinstance(marker, dict) and marker.get("call") == call.id:
-            if turn.workspace_id() != marker.get("tree"):
-                # Rule 9: the command was under way when the runner stopped and it changed
-                # files; running it again could make the same change twice.
-                return self.result(
-                    call,
-                    False,
-                    "the command was interrupted; its changes are kept and it was "
-                    "not run again (check the files before running it again)",
-                )
-        else:
-            if turn.allow_unsandboxed and sandbox_problem() is not None:
-                self.state["unsandboxed"] = (
-                    True  # recorded before it runs: unproven even on a crash
-                )
-            self.state["running"] = {"call": call.id, "tree": turn.workspace_id()}
-            self._save()
+            # Rule 9: the command was under way when the runner stopped. Its effects cannot
+            # be measured (an ignored file, a database), so running it again could do twice.
+            return self.result(call, False, INTERRUPTED_RUN)
+        if turn.allow_unsandboxed and sandbox_problem() is not None:
+            self.state["unsandboxed"] = True  # recorded before it runs: unproven even on a crash
+        self.state["running"] = {"call": call.id}
+        self._save()
         try:
             ran = run_in_workspace(
                 command,

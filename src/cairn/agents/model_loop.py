@@ -1,10 +1,13 @@
 """The tool-calling loop of one turn, over the job's own append-only conversation.
 
-Every model answer is saved before any of its calls runs, and every call's result right after
-it ran; a resumed turn continues from the last saved step: a saved answer is never asked for
-again, a call with a saved result never runs again, and a call without one runs now. A turn
-ends with `finish` (cairn then reads the workspace), with `request_dependency` (the decision
-comes back as that call's result), at the step limit, or when the model is lost (rule 9).
+Every model answer is saved before any of its calls runs, each call under cairn's own id (its
+step and index: servers reuse theirs), and every call's result right after it ran; a resumed
+turn continues from the last saved step: a saved answer is never asked for again, a call with
+a saved result never runs again, and a call without one runs now (unless masking changed its
+saved arguments: then the model is asked to make it again). A turn ends with `finish` (cairn
+then reads the workspace), with `request_dependency` (the decision comes back as that call's
+result; an ask no person could approve is a tool error instead), at the step limit, or when
+the model is lost (rule 9; after a change, the summary is then asked for).
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ from cairn.agents.step_messages import (
     opening_steps,
 )
 from cairn.agents.text_calls import parse_text_calls
+from cairn.deps.requests import dependency_problem
+from cairn.sanitize import bound
 from cairn.store.records import ContextStep, StepKind
 
 NATIVE_CORRECTION = (
@@ -47,7 +52,19 @@ REPAIR_NOTE = (
     "summary of what changed and why; no other tool is available now."
 )
 REPAIRED = "repaired"
+UNKNOWN_TOOL = "unknown"
+"""How a call naming no tool of cairn's is saved: the name the model wrote may carry anything."""
+ARGUMENT_CHARS = 1_100_000
+"""The most of one call's arguments saved (a `write_file` writes at most 1 MiB)."""
+CONTENT_CHARS = 100_000
+"""The most of an answer's prose saved and sent back."""
+_TOOL_NAMES = frozenset(tool.value for tool in ToolName)
 _NOT_RUN_AFTER_FINISH = "not run: finish ended the turn"
+ASK_AGAIN = (
+    "this call was interrupted before it ran and its exact arguments were not kept (they "
+    "held a masked value); make the call again"
+)
+_NOT_RUN_AFTER_ASK_AGAIN = "not run: an earlier call of this answer must be made again first"
 
 
 class ModelClientLike(Protocol):
@@ -162,6 +179,9 @@ class ModelLoop:
             if self.turn.stop_requested():
                 raise ModelStopped
             pending = self._pending_calls()
+            repair = self._resumed_repair(pending)
+            if repair is not None:
+                return repair
             if pending:
                 ended = self._execute(pending)
                 if ended is not None:
@@ -197,13 +217,25 @@ class ModelLoop:
 
     def _parsed(self, call: dict[str, str], step: ContextStep) -> ToolCall | CallProblem:
         offered = [ToolName.finish] if step.payload.get("repair") else ALL_TOOLS
+        if call.get("problem"):
+            return CallProblem(call["id"], call["name"], call["problem"])
         # This process's own copy when it has one: the saved arguments are masked.
         arguments = self._raw_arguments.get(call["id"], call["arguments"])
         return parse_tool_call(call["id"], call["name"], arguments, offered)
 
+    def _lost_arguments(self, call: dict[str, str]) -> bool:
+        """Whether a call resumed after a crash would run on masked arguments, not its own."""
+        return bool(call.get("masked")) and call["id"] not in self._raw_arguments
+
     def _execute(self, pending: list[dict[str, str]]) -> Outcome | None:
         step = self.steps[self._last_answer_index()]
         for index, call in enumerate(pending):
+            if self._lost_arguments(call):
+                # Run as saved it would write the mask, not what the model asked for.
+                self._close(call, ASK_AGAIN)
+                for rest in pending[index + 1 :]:
+                    self._close(rest, _NOT_RUN_AFTER_ASK_AGAIN)
+                return None
             parsed = self._parsed(call, step)
             if isinstance(parsed, CallProblem):
                 self._save_result(self.actions.result(parsed, False, parsed.message))
@@ -211,7 +243,13 @@ class ModelLoop:
             match parsed.arguments:
                 case RequestDependencyArgs(ecosystem=eco, name=name, version=version, reason=why):
                     ask = DependencyAsk(eco, name, version, self.mask(why))
-                    return self._end(Outcome(OutcomeKind.dependency_request, dependency=ask))
+                    problem = dependency_problem(ask, mask=self.mask)
+                    if problem is None:
+                        return self._end(Outcome(OutcomeKind.dependency_request, dependency=ask))
+                    # A request no person could approve is the model's to fix, not the job's end.
+                    refused = f"the dependency request was not put to a person: {problem}"
+                    self._save_result(self.actions.result(parsed, False, refused))
+                    continue
                 case FinishArgs(summary=summary):
                     self._save_result(self.actions.result(parsed, True, "the turn ends here"))
                     for rest in pending[index + 1 :]:
@@ -261,24 +299,44 @@ class ModelLoop:
         return answer
 
     def _save_answer(self, answer: ModelAnswer, offered: Sequence[ToolName], **extra: Any) -> None:
-        calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in answer.calls]
+        seq = (self.steps[-1].seq if self.steps else 0) + 1
+        # cairn's own id per call: servers number calls per answer (or send none), and a
+        # reused id would pair a call with an earlier call's result, marker or edit record.
+        calls = [
+            {"id": f"call-{seq}-{index}", "name": c.name, "arguments": c.arguments}
+            for index, c in enumerate(answer.calls)
+        ]
         protocol, content = "native", answer.content
         if not calls and self.settings.tool_protocol != "native" and content:
-            seq = (self.steps[-1].seq if self.steps else 0) + 1
             found = parse_text_calls(content, offered, id_prefix=f"text-{seq}").calls
             if found:
                 protocol, content = "text", None  # kept as calls; the prose is not stored
                 calls = [_as_call(call) for call in found]
         self._raw_arguments = {call["id"]: call["arguments"] for call in calls}
-        stored = [{**call, "arguments": self.mask(call["arguments"])} for call in calls]
         payload = {
-            "content": self.mask(content) if content else None,
-            "tool_calls": stored,
+            "content": bound(self.mask(content), CONTENT_CHARS) if content else None,
+            "tool_calls": [self._stored_call(call) for call in calls],
             "usage": asdict(answer.usage),
             "protocol": protocol,
             **extra,
         }
         self._append(StepKind.assistant, payload)
+
+    def _stored_call(self, call: dict[str, str]) -> dict[str, Any]:
+        """A call as it is saved: a known tool's name, masked and bounded arguments."""
+        name = call["name"] if call["name"] in _TOOL_NAMES else UNKNOWN_TOOL
+        arguments = self.mask(call["arguments"])
+        stored: dict[str, Any] = {"id": call["id"], "name": name, "arguments": arguments}
+        if len(arguments) > ARGUMENT_CHARS:
+            stored["arguments"] = "{}"
+            stored["problem"] = (
+                f"the call's arguments were {len(arguments):,} characters, over the limit of "
+                f"{ARGUMENT_CHARS:,}; it was not run (write a large file in smaller parts)"
+            )
+        elif arguments != call["arguments"]:
+            # Only this process holds the exact arguments: a resumed call must be asked again.
+            stored["masked"] = True
+        return stored
 
     # Ending the turn.
 
@@ -301,21 +359,31 @@ class ModelLoop:
             )
         )
 
-    def _repair(self) -> Outcome:
-        """Summary repair: ask only for the summary, with `finish` the only tool."""
+    def _repair(self, kind: OutcomeKind = OutcomeKind.changed) -> Outcome:
+        """Summary repair: ask only for the summary, with `finish` the only tool.
+
+        `kind` is the outcome the turn has whatever the repair gives: `changed`, or
+        `interrupted` when the model's stream was lost after the workspace changed.
+        """
+        self._append(StepKind.note, {"content": REPAIR_NOTE, "repair": True, "kind": kind.value})
+        return self._ask_for_summary(kind)
+
+    def _ask_for_summary(self, kind: OutcomeKind) -> Outcome:
         before = self.turn.workspace_id()
-        self._append(StepKind.note, {"content": REPAIR_NOTE, "repair": True})
-        summary: str | None = None
         try:
             answer = self._ask([ToolName.finish])
         except (ModelInterrupted, ModelRefused, ContextTooBig) as error:
             if isinstance(error, ModelInterrupted | ModelRefused):
                 self.usage += error.usage
             limit = "limit: the model did not answer the request for a summary"
-            return self._end(Outcome(OutcomeKind.changed, summary_repair=limit))
-        self._save_answer(answer, [ToolName.finish], repair=True)
-        step = self.steps[-1]
-        for call in calls_of(step):
+            return self._end(Outcome(kind, summary_repair=limit))
+        self._save_answer(answer, [ToolName.finish], repair=True, kind=kind.value)
+        return self._repaired(self.steps[-1], calls_of(self.steps[-1]), before)
+
+    def _repaired(self, step: ContextStep, calls: Sequence[dict[str, str]], before: str) -> Outcome:
+        """The repair answer's calls closed, and the outcome the repair leaves."""
+        summary: str | None = None
+        for call in calls:
             parsed = self._parsed(call, step)
             if isinstance(parsed, ToolCall) and isinstance(parsed.arguments, FinishArgs):
                 summary = summary or self._summary(parsed.arguments.summary)
@@ -328,12 +396,28 @@ class ModelLoop:
             repair = REPAIRED
         else:
             repair = "limit: the model gave no usable summary when asked for one"
-        outcome = Outcome(OutcomeKind.changed, summary=summary, summary_repair=repair)
+        kind = _repair_kind(step.payload.get("kind"))
+        outcome = Outcome(kind, summary=summary, summary_repair=repair)
         return self._end(outcome)
+
+    def _resumed_repair(self, pending: Sequence[dict[str, str]]) -> Outcome | None:
+        """A summary repair a crash interrupted, gone on with as one (`finish` the only tool)."""
+        last = self.steps[-1] if self.steps else None
+        if last is not None and last.kind is StepKind.note and last.payload.get("repair"):
+            # The repair answer was not saved.
+            return self._ask_for_summary(_repair_kind(last.payload.get("kind")))
+        answered = self._last_answer_index()
+        step = self.steps[answered] if answered >= 0 else None
+        if step is not None and step.payload.get("repair") and (pending or step is last):
+            return self._repaired(step, pending, self.turn.workspace_id())
+        return None
 
     def _lost(self, error: Exception) -> Outcome:
         if isinstance(error, ModelInterrupted):
             self.usage += error.usage
+            if self._changed():
+                # Rule 9 keeps the changes; the summary is asked for (or its limit recorded).
+                return self._repair(OutcomeKind.interrupted)
             return self._end(Outcome(OutcomeKind.interrupted, diagnosis=str(error)))
         if isinstance(error, ModelRefused):
             self.usage += error.usage
@@ -370,6 +454,17 @@ class ModelLoop:
 
     def _save_result(self, result: CallResult) -> None:
         self._append(StepKind.tool_result, result.to_payload())
+        # The call is done: its exactly-once markers have served their purpose.
+        done = [
+            key
+            for key in ("running", "pending_edit")
+            if isinstance(self.state.get(key), dict)
+            and self.state[key].get("call") == result.call_id
+        ]
+        for key in done:
+            del self.state[key]
+        if done:
+            self._save_state()
 
     def _close(self, call: dict[str, str], why: str) -> None:
         closed = CallResult(call["id"], self.mask(call["name"])[:80], None, False, why)
@@ -377,6 +472,12 @@ class ModelLoop:
 
     def _save_state(self) -> None:
         self.turn.save_state(dict(self.state))
+
+
+def _repair_kind(saved: object) -> OutcomeKind:
+    """The outcome kind a repair step saved: `interrupted` after a lost stream, else `changed`."""
+    interrupted = OutcomeKind.interrupted
+    return interrupted if saved == interrupted.value else OutcomeKind.changed
 
 
 def _as_call(call: ToolCall) -> dict[str, str]:

@@ -234,13 +234,29 @@ class _Assembly:
             if delta is not None and delta.content:
                 self.text.append(delta.content)
             for piece in (delta.tool_calls if delta is not None else None) or []:
-                call = self.calls.setdefault(piece.index, {"id": "", "name": "", "arguments": []})
+                call = self.calls.setdefault(
+                    self._key(piece), {"id": "", "name": "", "arguments": []}
+                )
                 call["id"] = piece.id or call["id"]
                 if piece.function is not None:
                     call["name"] = piece.function.name or call["name"]
                     call["arguments"].append(piece.function.arguments or "")
             if choice.finish_reason is not None:
                 self.finish_reason = str(choice.finish_reason)
+
+    def _key(self, piece: Any) -> int:
+        """Which call a streamed piece belongs to: its `index`, or, for servers that stream
+        each call whole without one, a new call for each new id or name."""
+        if piece.index is not None:
+            return int(piece.index)
+        latest = max(self.calls, default=None)
+        if latest is None:
+            return 0
+        call = self.calls[latest]
+        named = piece.function is not None and bool(piece.function.name)
+        if (piece.id and piece.id != call["id"]) or (named and call["name"]):
+            return latest + 1
+        return latest
 
     def answer(self, started: float) -> ModelAnswer:
         usage, prompt = _usage(self.used, started)

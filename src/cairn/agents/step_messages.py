@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cairn.agents.base import JobFacts
-from cairn.agents.context_budget import TokenCounter, fit_context
+from cairn.agents.context_budget import TokenCounter, cut_latest_results, fit_context
 from cairn.agents.model_tools import system_prompt
 from cairn.agents.text_calls import as_text_protocol
 from cairn.store.records import ContextStep, StepKind
@@ -32,8 +32,8 @@ MARGIN_TOKENS = 32
 
 
 class ContextTooBig(Exception):
-    """What is always kept (system prompt, request, follow-ups, latest step) exceeds the budget;
-    the message says what to change."""
+    """What is always kept (system prompt, request, follow-ups, the latest step with its tool
+    results cut) exceeds the budget; the message says what to change."""
 
 
 @dataclass(frozen=True)
@@ -114,15 +114,20 @@ def _calls(payload: dict[str, Any]) -> list[dict[str, str]]:
     calls = payload.get("tool_calls")
     if not isinstance(calls, list):
         return []
-    return [
-        {"id": str(c.get("id")), "name": str(c.get("name")), "arguments": str(c.get("arguments"))}
-        for c in calls
-        if isinstance(c, dict)
-    ]
+    found: list[dict[str, str]] = []
+    for c in calls:
+        if not isinstance(c, dict):
+            continue
+        call = {key: str(c.get(key)) for key in ("id", "name", "arguments")}
+        # Why a saved call may not run as saved: its arguments were cut, or they were masked.
+        call.update({key: str(c[key]) for key in ("problem", "masked") if c.get(key)})
+        found.append(call)
+    return found
 
 
 def calls_of(step: ContextStep) -> list[dict[str, str]]:
-    """The tool calls an assistant step saved: `{"id", "name", "arguments"}` each."""
+    """The tool calls an assistant step saved: `{"id", "name", "arguments"}` each, with
+    `problem` when the arguments were too big to keep and `masked` when masking changed them."""
     return _calls(step.payload) if step.kind is StepKind.assistant else []
 
 
@@ -147,9 +152,12 @@ def messages_within(
     """
     left = budget - MARGIN_TOKENS - (counter.count({"tools": tools}) if tools else 0)
     messages = messages_from_steps(steps)
-    # The latest two steps are kept whole when they fit, else only the latest one.
-    for keep in (2, 2, 1, 1):
-        fitted = fit_context(messages, left, counter, keep_steps=keep)
+    # The latest two steps are kept whole when they fit, else only the latest one, else the
+    # latest one with its tool results cut to the room left (one huge result is no dead end).
+    for keep in (2, 2, 1, 1, 0, 0):
+        if keep == 0:
+            messages = cut_latest_results(messages, left, counter)
+        fitted = fit_context(messages, left, counter, keep_steps=max(keep, 1))
         sent = as_text_protocol(fitted.messages) if text_protocol else fitted.messages
         over = counter.total(sent) - (left + MARGIN_TOKENS // 2)
         if fitted.fits and over <= 0:

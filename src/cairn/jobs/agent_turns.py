@@ -185,11 +185,21 @@ def _settle(drive: Drive, outcome: Outcome, corrective: bool) -> Result:
 
 
 def _corrective_is_due(drive: Drive) -> bool:
-    """Whether an earlier attempt of this stage, in this drive or before a crash, asked for it."""
+    """Whether the latest settled attempt of this stage (in this drive or before a crash)
+    asked for the corrective run. Once one settled after it (the corrective run itself, a
+    reviewer's reply turn) a later turn is a normal one again; an attempt that only lost the
+    model's stream settled nothing, so the one before it still decides."""
     with drive.store.begin() as conn:
         runs = stage_runs.for_job(conn, drive.job.id)
     attempts = [run_record(run) for run in runs if run.stage == Stage.running_agent]
-    return any(run is not None and run.evidence.get("corrective_next") is True for run in attempts)
+    settled = [
+        record
+        for record in attempts
+        if record is not None
+        and record.evidence.get("outcome") is not None
+        and record.evidence.get("outcome") != OutcomeKind.interrupted.value
+    ]
+    return bool(settled) and settled[-1].evidence.get("corrective_next") is True  # oldest first
 
 
 def _is_first_job_in_room(drive: Drive) -> bool:

@@ -222,6 +222,13 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         """Silent: tests read `requests`, not a log on stderr."""
 
+    def handle(self) -> None:
+        """Serve the connection; a client that resets it (a closed keep-alive) ends it quietly."""
+        try:
+            super().handle()
+        except (ConnectionResetError, BrokenPipeError):
+            self.close_connection = True
+
     def do_GET(self) -> None:
         """`GET /v1/models`: the server's model list."""
         request = self._received(None)
