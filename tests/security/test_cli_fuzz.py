@@ -30,7 +30,8 @@ from cairn.testing.repos import make_sample_repo
 
 # `demo` runs a whole scripted job in a folder of its own and reads no argument but --keep;
 # tests/acceptance/test_demo_and_run.py drives it.
-SKIPPED = {("demo",)}
+# `serve` answers HTTP until it is stopped; tests/api drives it as a subprocess.
+SKIPPED = {("demo",), ("serve",)}
 # A runner without --until-idle waits for work forever; the property is about its refusals.
 ALWAYS = {("work",): ["--until-idle"]}
 TOKEN_BODY = "Ab1Cd2Ef3" * 5

@@ -5,6 +5,7 @@ Where no sandbox can be had, commands are refused unless the caller allows runni
 
 from __future__ import annotations
 
+import shutil
 import socket
 import sys
 from collections.abc import Iterator
@@ -230,3 +231,30 @@ def test_a_forge_token_in_cairns_environment_never_reaches_a_command(
     assert result.exit_code == 0 and "PATH=" in result.output
     assert result.sandboxed is sandboxed
     assert token not in result.output and "a-secret-key" not in result.output
+
+
+def test_the_runners_credential_files_and_the_hosts_tmp_are_out_of_reach(
+    workspace: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A command (whose output an agent's model may see) reads no credential of the runner."""
+    home = Path("/var/tmp") / f"cairn-runner-home-{tmp_path_factory.getbasetemp().name}"
+    (home / ".config" / "gh").mkdir(parents=True, exist_ok=True)
+    (home / ".git-credentials").write_text("https://bot:ghp_NOTREALNOTREAL@github.com\n")
+    (home / ".config" / "gh" / "hosts.yml").write_text("oauth_token: gho_NOTREAL\n")
+    (home / "notes.txt").write_text("an ordinary file\n")
+    other_job = tmp_path_factory.mktemp("another-jobs-tmp") / "scratch.txt"
+    other_job.write_text("another job's temporary file\n")
+    monkeypatch.setenv("HOME", str(home))
+    try:
+        result = run(
+            f"cat '{home}/.git-credentials' '{home}/.config/gh/hosts.yml' '{other_job}'; "
+            f"cat '{home}/notes.txt'; echo kept > mine.txt",
+            workspace,
+        )
+    finally:
+        shutil.rmtree(home)
+    assert result.sandboxed, result
+    assert "ghp_" not in result.output and "gho_" not in result.output
+    assert "another job" not in result.output
+    assert "an ordinary file" in result.output, "only credentials are hidden, not the home"
+    assert (workspace / "mine.txt").read_text() == "kept\n"

@@ -206,6 +206,38 @@ def _run(
         return (code if ended else None), _tail(output), stopped
 
 
+CREDENTIAL_PATHS = (
+    ".git-credentials",
+    ".netrc",
+    ".npmrc",
+    ".pypirc",
+    ".docker",
+    ".ssh",
+    ".aws",
+    ".kube",
+    ".gnupg",
+    ".config/gh",
+    ".config/gcloud",
+    ".config/git/credentials",
+    ".config/hub",
+)
+"""Where tools keep credentials under a home folder: hidden from every sandboxed command."""
+
+
+def _credential_covers(home: Path | None) -> list[str]:
+    """bubblewrap arguments that hide the runner's credential files and folders."""
+    if home is None:
+        return []
+    argv: list[str] = []
+    for name in CREDENTIAL_PATHS:
+        path = home / name
+        if path.is_dir() and not path.is_symlink():
+            argv += ["--tmpfs", str(path)]
+        elif path.exists():
+            argv += ["--ro-bind", "/dev/null", str(path)]
+    return argv
+
+
 def sandbox_argv(
     bwrap: str,
     workspace: Path,
@@ -217,7 +249,12 @@ def sandbox_argv(
     workspace = workspace.resolve()
     argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     argv += ["--tmpfs", "/dev/shm"]  # private and gone with the command (multiprocessing needs it)
-    covers = [Path(h).resolve() for h in hidden if Path(h).is_dir()]
+    home = os.environ.get("HOME")
+    argv += _credential_covers(Path(home).resolve() if home else None)
+    # The host's /tmp holds other jobs' private folders and cairn's git askpass folders: covered
+    # (read-only, like every cover); the command's own temporary folder, and a workspace under
+    # /tmp, are bound back below.
+    covers = [Path("/tmp"), *(Path(h).resolve() for h in hidden if Path(h).is_dir())]
     for folder in covers:
         argv += ["--tmpfs", str(folder)]
     for folder in _git_folders(workspace):
