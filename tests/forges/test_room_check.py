@@ -120,3 +120,17 @@ def test_a_stored_credential_is_encrypted_and_checks_out(cli: Cli, fake_forge: F
     with sqlite3.connect(cli.home / "cairn.db") as db:
         dumped = "\n".join(db.iterdump())
     assert token not in dumped and token[5:17] not in dumped
+
+
+def test_a_room_may_not_read_its_forge_token_from_cairn_secret_key(
+    cli: Cli, fake_forge: FakeForge
+) -> None:
+    """CAIRN_SECRET_KEY decrypts every stored credential: naming it (or any CAIRN_* variable)
+    as the forge token is refused before any request reaches the forge."""
+    done = cli(
+        "room", "create", "app", "--forge", fake_forge.kind, "--forge-repo", REPO,
+        "--forge-url", fake_forge.url, "--forge-token-env", "CAIRN_SECRET_KEY",
+        env={"CAIRN_SECRET_KEY": "a-master-key-of-enough-length-123"}, expect=2,
+    )  # fmt: skip
+    assert "CAIRN_" in done.stderr and "may not" in done.stderr, done.stderr
+    assert fake_forge.calls == (), "the master key was offered to the forge"

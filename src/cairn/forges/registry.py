@@ -69,6 +69,12 @@ class ForgeSettings:
             )
         if token_env is not None and not _ENV_NAME.fullmatch(token_env):
             raise UsageError("--forge-token-env must be an environment variable's name")
+        if token_env is not None and token_env.startswith("CAIRN_"):
+            # CAIRN_SECRET_KEY decrypts every stored credential: it must never reach a forge.
+            raise UsageError(
+                "the forge token may not come from one of cairn's own CAIRN_* variables "
+                "(--forge-token-env); put it in a variable of its own"
+            )
         web = (url or DEFAULT_URLS[kind]).rstrip("/")
         parts = urlsplit(web)
         if parts.scheme not in ("https", "http") or not parts.netloc or "@" in parts.netloc:
