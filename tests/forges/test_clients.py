@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from cairn.errors import ForgeAccessDenied, ForgeError
 from cairn.forges import Forge, ForgeSettings, PullAction, PullState, get_forge
+from cairn.forges.github import GitHubForge
 from cairn.testing.fake_forge import READ, FakeForge
 
 KINDS = pytest.mark.parametrize("fake_forge", ["github", "gitlab"], indirect=True)
@@ -148,3 +151,31 @@ def test_calls_are_recorded_without_the_token(fake_forge: FakeForge) -> None:
     assert fake_forge.test_token is not None
     assert fake_forge.calls[-1].user == "cairn-bot"
     assert fake_forge.test_token not in repr(fake_forge.calls)
+
+
+def test_a_forge_answering_html_is_a_forge_error_not_a_crash() -> None:
+    """A proxy's or captive portal's 200 HTML page (a wrong --forge-url) is a ForgeError
+    naming what to check, not a JSONDecodeError out of room check, delivery or show."""
+
+    class Html(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            page = b"<html><body>Sign in to the network</body></html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Html)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        port = server.server_address[1]
+        forge = GitHubForge(REPO, "fake_token", api=f"http://127.0.0.1:{port}/api/v3")
+        with pytest.raises(ForgeError, match="did not answer JSON; check --forge-url"):
+            forge.check_access()
+    finally:
+        server.shutdown()
+        server.server_close()
