@@ -8,7 +8,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from cairn.errors import ForgeAccessDenied, ForgeError
+from cairn.errors import ForgeAccessDenied, ForgeError, UsageError
 from cairn.forges import Forge, ForgeSettings, PullAction, PullState, get_forge
 from cairn.forges.github import GitHubForge
 from cairn.testing.fake_forge import READ, FakeForge
@@ -179,3 +179,24 @@ def test_a_forge_answering_html_is_a_forge_error_not_a_crash() -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.mark.parametrize(
+    ("url", "allowed"),
+    [
+        ("http://127.0.0.1:8080", True),
+        ("http://127.5.5.5", True),
+        ("http://[::1]:9000", True),
+        ("http://localhost", True),
+        ("https://forge.example.com", True),
+        ("http://forge.example.com", False),
+        ("http://10.0.0.1", False),
+        ("http://localhost.example.com", False),
+    ],
+)
+def test_plain_http_is_only_for_a_forge_on_this_machine(url: str, allowed: bool) -> None:
+    if allowed:
+        assert ForgeSettings.parse("github", REPO, url=url, token_env="T").url == url
+    else:
+        with pytest.raises(UsageError, match="must use https://"):
+            ForgeSettings.parse("github", REPO, url=url, token_env="T")

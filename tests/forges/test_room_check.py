@@ -134,3 +134,14 @@ def test_a_room_may_not_read_its_forge_token_from_cairn_secret_key(
     )  # fmt: skip
     assert "CAIRN_" in done.stderr and "may not" in done.stderr, done.stderr
     assert fake_forge.calls == (), "the master key was offered to the forge"
+
+
+def test_a_forge_url_over_plain_http_to_a_remote_host_is_refused(cli: Cli) -> None:
+    """Over plain http the token would cross the network in clear: only loopback goes
+    without TLS."""
+    done = cli(
+        "room", "create", "app", "--forge", "github", "--forge-repo", REPO,
+        "--forge-url", "http://forge.invalid", "--forge-token-env", "FORGE_TOKEN",
+        env={"FORGE_TOKEN": "fake_token_value"}, expect=2,
+    )  # fmt: skip
+    assert "https://" in done.stderr, done.stderr

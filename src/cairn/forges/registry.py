@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -79,6 +80,13 @@ class ForgeSettings:
         parts = urlsplit(web)
         if parts.scheme not in ("https", "http") or not parts.netloc or "@" in parts.netloc:
             raise UsageError("--forge-url must be the forge's https:// address, without a login")
+        if parts.scheme == "http" and not _is_loopback(parts.hostname):
+            # Over plain http the token would cross the network in clear (git's Basic auth,
+            # the API's bearer header): only a forge on this machine may go without TLS.
+            raise UsageError(
+                "--forge-url must use https:// for a forge on another machine; plain http:// "
+                "is only for a forge on this machine (localhost, 127.0.0.1, ::1)"
+            )
         return cls(kind, repo, web, token_env, credential)
 
     @classmethod
@@ -121,6 +129,17 @@ def api_url(kind: str, url: str) -> str:
     if kind == "github":
         return "https://api.github.com" if web == DEFAULT_URLS["github"] else f"{web}/api/v3"
     return f"{web}/api/v4"
+
+
+def _is_loopback(host: str | None) -> bool:
+    if host is None:
+        return False
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def check_kind(kind: str) -> None:
