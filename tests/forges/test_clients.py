@@ -69,13 +69,14 @@ def test_a_wrong_token_is_refused_without_echoing_it(fake_forge: FakeForge) -> N
 def test_open_find_get_comment_close(fake_forge: FakeForge) -> None:
     forge = _client(fake_forge)
     sha = _branch(fake_forge, "cairn/job-1")
-    opened = forge.open_pull_request("cairn/job-1", "main", "Job 1", "key: k-1", draft=True)
+    opened = forge.open_pull_request("cairn/job-1", "main", "Job 1", "Done.\n\nk-1\n", draft=True)
     assert (opened.state, opened.draft, opened.head, opened.head_sha) == (
         PullState.open, True, "cairn/job-1", sha,
     )  # fmt: skip
     assert [p.number for p in forge.find_pull_requests("cairn/job-1")] == [opened.number]
     assert [p.number for p in forge.find_pull_requests("other", key="k-1")] == [opened.number]
     assert forge.find_pull_requests("other", key="k-2") == []
+    assert forge.find_pull_requests("other", key="k-") == [], "a key matches whole lines only"
     fake_forge.set_check(REPO, "cairn/job-1", "tests", "success")
     fake_forge.add_review(REPO, opened.number, "bob")
     seen = forge.get_pull_request(opened.number)
@@ -123,7 +124,7 @@ def test_a_lost_response_is_a_forge_error_after_the_forge_acted(fake_forge: Fake
     _branch(fake_forge, "cairn/job-4")
     fake_forge.fail_after("POST", r"/(pulls|merge_requests)$")
     with pytest.raises(ForgeError, match="broke before it answered"):
-        forge.open_pull_request("cairn/job-4", "main", "t", "key k-4", draft=True)
+        forge.open_pull_request("cairn/job-4", "main", "t", "k-4", draft=True)
     assert len(fake_forge.pulls(REPO)) == 1
     assert [c.dropped for c in fake_forge.calls if c.method == "POST"] == [True]
     assert len(forge.find_pull_requests("cairn/job-4", key="k-4")) == 1

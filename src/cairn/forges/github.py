@@ -8,7 +8,15 @@ from typing import Any
 import httpx
 
 from cairn.errors import ForgeAccessDenied, ForgeError
-from cairn.forges.base import Access, Check, PullAction, PullRequest, PullState, Review
+from cairn.forges.base import (
+    Access,
+    Check,
+    PullAction,
+    PullRequest,
+    PullState,
+    Review,
+    carries_line,
+)
 from cairn.forges.transport import DEFAULT_TIMEOUT, ForgeHTTP
 
 READ = (
@@ -59,7 +67,7 @@ class GitHubForge:
         if key is not None:
             # A PR opened from another branch that carries the job's key is the job's too.
             recent = self._list({"state": "all", "per_page": "100"})
-            found |= {p.number: p for p in recent if key in p.body}
+            found |= {p.number: p for p in recent if carries_line(p.body, key)}
         return sorted(found.values(), key=lambda p: p.number)
 
     def open_pull_request(
