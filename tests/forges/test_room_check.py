@@ -145,3 +145,32 @@ def test_a_forge_url_over_plain_http_to_a_remote_host_is_refused(cli: Cli) -> No
         env={"FORGE_TOKEN": "fake_token_value"}, expect=2,
     )  # fmt: skip
     assert "https://" in done.stderr, done.stderr
+
+
+def _said_ok(cli: Cli, token: str) -> list[str]:
+    done = cli("room", "check", "app", "--json", env={"FORGE_TOKEN": token}, expect=1)
+    report = json.loads(done.stdout)
+    assert report["ok"] is False
+    return [line["what"] for line in report["checks"] if line["ok"]]
+
+
+def test_room_check_with_a_wrong_token_says_nothing_is_ok(cli: Cli, fake_forge: FakeForge) -> None:
+    """A refused read stops both probes before any push is tried: the push lines are not
+    checked, never ok."""
+    assert fake_forge.test_token is not None
+    _create(cli, fake_forge, fake_forge.test_token)
+    assert _said_ok(cli, "fake_wrong") == []
+    out = _check(cli, "fake_wrong", expect=1)
+    assert "NOT CHECKED push a branch, as the API reports it: not checked" in out
+    assert "NOT CHECKED push a cairn branch over git (dry run)" in out
+
+
+def test_room_check_with_a_token_that_cannot_see_the_repo_does_not_say_push_is_ok(
+    cli: Cli, fake_forge: FakeForge
+) -> None:
+    """The API answers 404 for a repository the token cannot see; that says nothing about
+    pushing."""
+    assert fake_forge.test_token is not None
+    _create(cli, fake_forge, fake_forge.test_token)
+    blind = fake_forge.add_token(user="stranger", scopes=())
+    assert _said_ok(cli, blind) == []

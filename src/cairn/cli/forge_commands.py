@@ -115,8 +115,11 @@ def room_check(
         print_json(report)
     else:
         for line in report["checks"]:
-            mark = "ok  " if line["ok"] else "MISSING"
-            console.print(f"{mark} {line['what']}" + ("" if line["ok"] else f": {line['why']}"))
+            if line["ok"]:
+                console.print(f"ok  {line['what']}")
+            else:
+                mark = "MISSING" if line["checked"] else "NOT CHECKED"
+                console.print(f"{mark} {line['what']}: {line['why']}")
     if not report["ok"]:
         raise typer.Exit(1)
 
@@ -134,21 +137,33 @@ def _check(conn: sa.Connection, scope: dict[str, Any], base: str, config: Config
     try:
         access = get_forge(settings, token, timeout=config.git_timeout).check_access()
         api_problem = None if access.read else access.missing[0]
-        push_problem = None if access.push or not access.read else access.missing[0]
+        push_problem = None if access.push else access.missing[0]
+        # A token that cannot read gets no answer about pushing: not checked, never fine.
+        push_line = _line(_API_PUSH, push_problem) if access.read else _unchecked(_API_PUSH)
     except ForgeError as exc:
-        api_problem = push_problem = str(exc)
+        api_problem = str(exc)
+        push_line = _unchecked(_API_PUSH)
     checks.append(_line(f"read {settings.repo} through the API", api_problem))
-    checks.append(_line("push a branch, as the API reports it", push_problem))
+    checks.append(push_line)
     git = probe_git(settings, token, base, timeout=config.git_timeout)
     read_problem = next((p for p in git.problems if "push" not in p), None)
     push_git = next((p for p in git.problems if "push" in p), None)
     checks.append(_line(f"read branch {base} over git", read_problem))
-    checks.append(_line("push a cairn branch over git (dry run)", push_git))
+    checks.append(_line(_GIT_PUSH, push_git) if git.push_checked else _unchecked(_GIT_PUSH))
     return {"room_forge": settings.kind, "ok": all(c["ok"] for c in checks), "checks": checks}
 
 
+_API_PUSH = "push a branch, as the API reports it"
+_GIT_PUSH = "push a cairn branch over git (dry run)"
+_NOT_CHECKED = "not checked, as reading the repository failed first"
+
+
 def _line(what: str, problem: str | None) -> dict[str, Any]:
-    return {"what": what, "ok": problem is None, "why": problem}
+    return {"what": what, "ok": problem is None, "checked": True, "why": problem}
+
+
+def _unchecked(what: str) -> dict[str, Any]:
+    return {"what": what, "ok": False, "checked": False, "why": _NOT_CHECKED}
 
 
 @credential_app.command("set")
