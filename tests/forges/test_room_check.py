@@ -174,3 +174,24 @@ def test_room_check_with_a_token_that_cannot_see_the_repo_does_not_say_push_is_o
     _create(cli, fake_forge, fake_forge.test_token)
     blind = fake_forge.add_token(user="stranger", scopes=())
     assert _said_ok(cli, blind) == []
+
+
+def test_the_missing_secret_key_message_is_not_mangled_by_the_masker(cli: Cli) -> None:
+    done = subprocess.run(
+        [str(CAIRN), "credential", "set", "gh"], input="fake_token_value\n",
+        env=cli.env, cwd=cli.tmp, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode != 0
+    assert "[secret]" not in done.stderr and "set it to a long random value" in done.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--forge", "github", "--forge-repo", REPO),
+        ("--forge", "github", "--forge-repo", REPO, "--forge-token-env", "1BAD"),
+    ],
+)
+def test_forge_option_errors_are_not_mangled_by_the_masker(cli: Cli, args: tuple[str, ...]) -> None:
+    done = cli("room", "create", "app", *args, expect=2)
+    assert "--forge-token-env" in done.stderr and "[secret]" not in done.stderr, done.stderr

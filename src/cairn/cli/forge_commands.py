@@ -187,7 +187,7 @@ def credential_set(
         owner = identity.get_group(conn, group)
         require_group_admin(conn, owner, s.actor(as_user), "store forge credentials")
         set_credential(conn, name, token, cipher)
-    console.print(f"credential {name} stored, encrypted; name it with --forge-credential {name}")
+    console.print(f"credential {name} stored, encrypted; a room names it with --forge-credential")
 
 
 @credential_app.command("list")

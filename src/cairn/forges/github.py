@@ -19,11 +19,14 @@ from cairn.forges.base import (
 )
 from cairn.forges.transport import DEFAULT_TIMEOUT, ForgeHTTP
 
+# Worded so that no `name: value` shape follows the word "token": the output masker would
+# take what follows for a secret.
 READ = (
-    "read access to the repository (fine-grained token: Metadata and Contents read; classic: repo)"
+    "read access to the repository (Metadata and Contents read for a fine-grained token; "
+    "the repo scope for a classic one)"
 )
-PUSH = "Contents: read and write (classic token: the repo scope)"
-PULLS = "Pull requests: read and write (classic token: the repo scope)"
+PUSH = "Contents: read and write (the repo scope for a classic token)"
+PULLS = "Pull requests: read and write (the repo scope for a classic token)"
 CHECKS = "Checks: read and Commit statuses: read"
 _REVIEW_STATES = {"APPROVED": "approved", "CHANGES_REQUESTED": "changes_requested"}
 

@@ -65,11 +65,15 @@ class ForgeSettings:
             raise UsageError("--forge-repo must name the repository as owner/name")
         if (token_env is None) == (credential is None):
             raise UsageError(
-                "name where the forge credential comes from: --forge-token-env VARIABLE, or "
-                "--forge-credential NAME for one stored with `cairn credential set`"
+                "name where the forge credential comes from: an environment variable "
+                "(--forge-token-env), or a credential stored with `cairn credential set` "
+                "(--forge-credential)"
             )
         if token_env is not None and not _ENV_NAME.fullmatch(token_env):
-            raise UsageError("--forge-token-env must be an environment variable's name")
+            raise UsageError(
+                "the forge token's variable (--forge-token-env) must be an environment "
+                "variable's name"
+            )
         if token_env is not None and token_env.startswith("CAIRN_"):
             # CAIRN_SECRET_KEY decrypts every stored credential: it must never reach a forge.
             raise UsageError(

@@ -20,7 +20,8 @@ from cairn.store.schema import credentials, utcnow
 
 MIN_KEY_LENGTH = 16
 NO_KEY = (
-    "stored credentials need CAIRN_SECRET_KEY: set it to a long random value (for example "
+    "stored credentials need the CAIRN_SECRET_KEY variable; set it to a long random value (for "
+    "example "
     "the output of `python3 -c 'import secrets; print(secrets.token_urlsafe(32))'`) in every "
     "cairn process's environment, and keep it: credentials stored under it need it to be read"
 )
