@@ -14,6 +14,7 @@ from cairn.store.credentials import (
     CredentialCipher,
     credential_names,
     read_credential,
+    remove_credential,
     set_credential,
 )
 from cairn.store.schema import credentials
@@ -80,3 +81,13 @@ def test_ciphertexts_differ_each_time() -> None:
 def test_cairns_own_messages_pass_the_output_masker_unchanged(message: str) -> None:
     """No `name: value` shape follows a secret-looking word, so no part becomes [secret]."""
     assert mask_secret_shapes(message) == message
+
+
+def test_removing_a_credential_deletes_its_row(store: Store) -> None:
+    with store.begin() as conn:
+        set_credential(conn, "gh", TOKEN, CredentialCipher(KEY))
+        remove_credential(conn, "gh")
+        assert credential_names(conn) == []
+        assert conn.execute(sa.select(sa.func.count()).select_from(credentials)).scalar() == 0
+        with pytest.raises(NotFound, match="no stored credential 'gh'"):
+            remove_credential(conn, "gh")

@@ -195,3 +195,43 @@ def test_the_missing_secret_key_message_is_not_mangled_by_the_masker(cli: Cli) -
 def test_forge_option_errors_are_not_mangled_by_the_masker(cli: Cli, args: tuple[str, ...]) -> None:
     done = cli("room", "create", "app", *args, expect=2)
     assert "--forge-token-env" in done.stderr and "[secret]" not in done.stderr, done.stderr
+
+
+def _store_credential(cli: Cli, name: str, token: str) -> None:
+    stored = subprocess.run(
+        [str(CAIRN), "credential", "set", name], input=token + "\n", env=cli.env | SECRET_KEY,
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert stored.returncode == 0, stored.stderr
+
+
+def test_a_stored_credential_can_be_removed(cli: Cli) -> None:
+    _store_credential(cli, "old", "fake_old")
+    _store_credential(cli, "kept", "fake_kept")
+    removed = cli("credential", "remove", "old", env=SECRET_KEY)
+    assert "credential old removed" in removed.stdout
+    assert cli.json("credential", "list") == ["kept"]
+    with sqlite3.connect(cli.home / "cairn.db") as db:
+        assert db.execute("SELECT count(*) FROM credentials").fetchone() == (1,)
+    gone = cli("credential", "remove", "old", expect=1)
+    assert "no stored credential 'old'" in gone.stderr
+
+
+def test_a_credential_a_room_names_is_not_removed(cli: Cli, fake_forge: FakeForge) -> None:
+    assert fake_forge.test_token is not None
+    _store_credential(cli, "bot", fake_forge.test_token)
+    cli(
+        "room", "create", "app", "--forge", "github", "--forge-repo", REPO,
+        "--forge-url", fake_forge.url, "--forge-credential", "bot", env=SECRET_KEY,
+    )  # fmt: skip
+    refused = cli("credential", "remove", "bot", expect=1)
+    assert "still named by room app" in refused.stderr
+    assert cli.json("credential", "list") == ["bot"]
+
+
+def test_only_an_admin_removes_a_credential(cli: Cli) -> None:
+    _store_credential(cli, "old", "fake_old")
+    cli("user", "add", "bob")
+    refused = cli("credential", "remove", "old", "--as", "bob", expect=1)
+    assert "remove forge credentials" in refused.stderr
+    assert cli.json("credential", "list") == ["old"]

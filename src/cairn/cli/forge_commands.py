@@ -16,7 +16,7 @@ from cairn.cli.context import (
     print_json,
     session,
 )
-from cairn.errors import ForgeError, UsageError
+from cairn.errors import ForgeError, InvalidState, UsageError
 
 if TYPE_CHECKING:
     import sqlalchemy as sa
@@ -188,6 +188,46 @@ def credential_set(
         require_group_admin(conn, owner, s.actor(as_user), "store forge credentials")
         set_credential(conn, name, token, cipher)
     console.print(f"credential {name} stored, encrypted; a room names it with --forge-credential")
+
+
+@credential_app.command("remove")
+def credential_remove(
+    ctx: typer.Context,
+    name: str,
+    group: str = typer.Option("default", "--group", help="The group whose admin you are."),
+    as_user: str | None = AS_OPTION,
+) -> None:
+    """Remove stored credential NAME (a leaked or retired token); refused while a room names it."""
+    from cairn.jobs.policy import require_group_admin
+    from cairn.store import identity
+    from cairn.store.credentials import remove_credential
+
+    s = session(ctx)
+    with s.store() as store, store.begin() as conn:
+        owner = identity.get_group(conn, group)
+        require_group_admin(conn, owner, s.actor(as_user), "remove forge credentials")
+        users = _rooms_naming(conn, name)
+        if users:
+            raise InvalidState(
+                f"credential {name} is still named by room {', '.join(users)}; those rooms "
+                "would fail to reach their forge. Store the new token under the same name "
+                "with `cairn credential set` instead, or remove it once no room names it"
+            )
+        remove_credential(conn, name)
+    console.print(f"credential {name} removed")
+
+
+def _rooms_naming(conn: sa.Connection, credential: str) -> list[str]:
+    """The rooms whose forge credential is the stored `credential`."""
+    from cairn.forges import ForgeSettings
+    from cairn.store.rooms import list_rooms
+
+    named = []
+    for room in list_rooms(conn):
+        settings = ForgeSettings.from_scope(room.scope)
+        if settings is not None and settings.credential == credential:
+            named.append(room.name)
+    return named
 
 
 @credential_app.command("list")

@@ -85,3 +85,10 @@ def read_credential(conn: sa.Connection, name: str, cipher: CredentialCipher) ->
 def credential_names(conn: sa.Connection) -> list[str]:
     """The names of the stored credentials (never their values)."""
     return list(conn.execute(sa.select(credentials.c.name).order_by(credentials.c.name)).scalars())
+
+
+def remove_credential(conn: sa.Connection, name: str) -> None:
+    """Delete credential `name` (its ciphertext with it); NotFound if there is none."""
+    removed = conn.execute(sa.delete(credentials).where(credentials.c.name == name))
+    if removed.rowcount == 0:
+        raise NotFound(f"no stored credential {name!r}; `cairn credential list` names them")
