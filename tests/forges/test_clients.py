@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from cairn.errors import ForgeAccessDenied, ForgeError
+from cairn.errors import ForgeAccessDenied, ForgeError, UsageError
 from cairn.forges import Forge, ForgeSettings, PullAction, PullState, get_forge
+from cairn.forges.github import GitHubForge
 from cairn.testing.fake_forge import READ, FakeForge
 
 KINDS = pytest.mark.parametrize("fake_forge", ["github", "gitlab"], indirect=True)
@@ -66,13 +69,14 @@ def test_a_wrong_token_is_refused_without_echoing_it(fake_forge: FakeForge) -> N
 def test_open_find_get_comment_close(fake_forge: FakeForge) -> None:
     forge = _client(fake_forge)
     sha = _branch(fake_forge, "cairn/job-1")
-    opened = forge.open_pull_request("cairn/job-1", "main", "Job 1", "key: k-1", draft=True)
+    opened = forge.open_pull_request("cairn/job-1", "main", "Job 1", "Done.\n\nk-1\n", draft=True)
     assert (opened.state, opened.draft, opened.head, opened.head_sha) == (
         PullState.open, True, "cairn/job-1", sha,
     )  # fmt: skip
     assert [p.number for p in forge.find_pull_requests("cairn/job-1")] == [opened.number]
     assert [p.number for p in forge.find_pull_requests("other", key="k-1")] == [opened.number]
     assert forge.find_pull_requests("other", key="k-2") == []
+    assert forge.find_pull_requests("other", key="k-") == [], "a key matches whole lines only"
     fake_forge.set_check(REPO, "cairn/job-1", "tests", "success")
     fake_forge.add_review(REPO, opened.number, "bob")
     seen = forge.get_pull_request(opened.number)
@@ -120,7 +124,7 @@ def test_a_lost_response_is_a_forge_error_after_the_forge_acted(fake_forge: Fake
     _branch(fake_forge, "cairn/job-4")
     fake_forge.fail_after("POST", r"/(pulls|merge_requests)$")
     with pytest.raises(ForgeError, match="broke before it answered"):
-        forge.open_pull_request("cairn/job-4", "main", "t", "key k-4", draft=True)
+        forge.open_pull_request("cairn/job-4", "main", "t", "k-4", draft=True)
     assert len(fake_forge.pulls(REPO)) == 1
     assert [c.dropped for c in fake_forge.calls if c.method == "POST"] == [True]
     assert len(forge.find_pull_requests("cairn/job-4", key="k-4")) == 1
@@ -148,3 +152,52 @@ def test_calls_are_recorded_without_the_token(fake_forge: FakeForge) -> None:
     assert fake_forge.test_token is not None
     assert fake_forge.calls[-1].user == "cairn-bot"
     assert fake_forge.test_token not in repr(fake_forge.calls)
+
+
+def test_a_forge_answering_html_is_a_forge_error_not_a_crash() -> None:
+    """A proxy's or captive portal's 200 HTML page (a wrong --forge-url) is a ForgeError
+    naming what to check, not a JSONDecodeError out of room check, delivery or show."""
+
+    class Html(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            page = b"<html><body>Sign in to the network</body></html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Html)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        port = server.server_address[1]
+        forge = GitHubForge(REPO, "fake_token", api=f"http://127.0.0.1:{port}/api/v3")
+        with pytest.raises(ForgeError, match="did not answer JSON; check --forge-url"):
+            forge.check_access()
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize(
+    ("url", "allowed"),
+    [
+        ("http://127.0.0.1:8080", True),
+        ("http://127.5.5.5", True),
+        ("http://[::1]:9000", True),
+        ("http://localhost", True),
+        ("https://forge.example.com", True),
+        ("http://forge.example.com", False),
+        ("http://10.0.0.1", False),
+        ("http://localhost.example.com", False),
+    ],
+)
+def test_plain_http_is_only_for_a_forge_on_this_machine(url: str, allowed: bool) -> None:
+    if allowed:
+        assert ForgeSettings.parse("github", REPO, url=url, token_env="T").url == url
+    else:
+        with pytest.raises(UsageError, match="must use https://"):
+            ForgeSettings.parse("github", REPO, url=url, token_env="T")

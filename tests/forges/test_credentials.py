@@ -6,11 +6,15 @@ import pytest
 import sqlalchemy as sa
 
 from cairn.errors import NotFound, UsageError
+from cairn.forges import github, gitlab
+from cairn.sanitize import mask_secret_shapes
 from cairn.store import Store
 from cairn.store.credentials import (
+    NO_KEY,
     CredentialCipher,
     credential_names,
     read_credential,
+    remove_credential,
     set_credential,
 )
 from cairn.store.schema import credentials
@@ -60,3 +64,30 @@ def test_no_key_or_a_short_key_is_a_clear_error() -> None:
 def test_ciphertexts_differ_each_time() -> None:
     cipher = CredentialCipher(KEY)
     assert cipher.encrypt(TOKEN) != cipher.encrypt(TOKEN)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        NO_KEY,
+        github.READ,
+        github.PUSH,
+        github.PULLS,
+        github.CHECKS,
+        gitlab.READ,
+        gitlab.WRITE,
+    ],
+)
+def test_cairns_own_messages_pass_the_output_masker_unchanged(message: str) -> None:
+    """No `name: value` shape follows a secret-looking word, so no part becomes [secret]."""
+    assert mask_secret_shapes(message) == message
+
+
+def test_removing_a_credential_deletes_its_row(store: Store) -> None:
+    with store.begin() as conn:
+        set_credential(conn, "gh", TOKEN, CredentialCipher(KEY))
+        remove_credential(conn, "gh")
+        assert credential_names(conn) == []
+        assert conn.execute(sa.select(sa.func.count()).select_from(credentials)).scalar() == 0
+        with pytest.raises(NotFound, match="no stored credential 'gh'"):
+            remove_credential(conn, "gh")

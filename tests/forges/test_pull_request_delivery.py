@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
-from tests.acceptance.conftest import CAIRN, CALL_TIMEOUT, Cli
+from tests.acceptance.conftest import CAIRN, CALL_TIMEOUT, Cli, _new_cli
 
 from cairn.testing.fake_forge import FakeForge
 
@@ -54,7 +55,7 @@ def test_a_job_is_delivered_as_one_pull_request(cli: Cli, fake_forge: FakeForge)
     assert (done["status"], done["stage"]) == ("completed", "completed")
     [pull] = fake_forge.pulls(REPO)
     assert pull.head == done["branch"] and pull.base == "main" and pull.state == "open"
-    assert f"job-{job}:pull_request" in pull.body and "Added hello()." in pull.body
+    assert f"\ncairn job {job} of installation " in pull.body and "Added hello()." in pull.body
     effects = [(e["kind"], e["status"]) for e in done["effects"]]
     assert effects == [("push", "done"), ("pull_request", "done")]
     assert fake_forge.branch_sha(REPO, "main") == base, "merging is left to the forge"
@@ -141,3 +142,24 @@ def test_pull_request_and_merge_merges_through_the_api_respecting_protection(
     [pull] = fake_forge.pulls(REPO)
     assert pull.state == "merged"
     assert fake_forge.branch_sha(REPO, "main") == pull.merge_sha
+
+
+def test_two_installations_on_one_forge_repo_each_get_their_own_pull_request(
+    cli: Cli, fake_forge: FakeForge, tmp_path: Path
+) -> None:
+    """Job ids restart in every store: installation two's job 1 must not adopt installation
+    one's pull request for its job 1 (the body's key line names the installation)."""
+    other_tmp = tmp_path / "other"
+    other_tmp.mkdir()
+    other = _new_cli(other_tmp, other_tmp / "home")
+    other("init", "--run-approval", "auto", "--auto-kinds", "interactive,scheduled")
+    other("user", "add", "alice")
+    jobs = []
+    for installation in (cli, other):
+        env = _room(installation, fake_forge, "pull_request")
+        jobs.append(_approved_job(installation, env))
+        installation("work", "--until-idle", env=env)
+    assert jobs == [1, 1]
+    pulls = fake_forge.pulls(REPO)
+    assert len({p.head for p in pulls}) == 2, f"installation two adopted one's PR: {pulls}"
+    assert len({p.body.splitlines()[-1] for p in pulls}) == 2

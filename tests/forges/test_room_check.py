@@ -120,3 +120,118 @@ def test_a_stored_credential_is_encrypted_and_checks_out(cli: Cli, fake_forge: F
     with sqlite3.connect(cli.home / "cairn.db") as db:
         dumped = "\n".join(db.iterdump())
     assert token not in dumped and token[5:17] not in dumped
+
+
+def test_a_room_may_not_read_its_forge_token_from_cairn_secret_key(
+    cli: Cli, fake_forge: FakeForge
+) -> None:
+    """CAIRN_SECRET_KEY decrypts every stored credential: naming it (or any CAIRN_* variable)
+    as the forge token is refused before any request reaches the forge."""
+    done = cli(
+        "room", "create", "app", "--forge", fake_forge.kind, "--forge-repo", REPO,
+        "--forge-url", fake_forge.url, "--forge-token-env", "CAIRN_SECRET_KEY",
+        env={"CAIRN_SECRET_KEY": "a-master-key-of-enough-length-123"}, expect=2,
+    )  # fmt: skip
+    assert "CAIRN_" in done.stderr and "may not" in done.stderr, done.stderr
+    assert fake_forge.calls == (), "the master key was offered to the forge"
+
+
+def test_a_forge_url_over_plain_http_to_a_remote_host_is_refused(cli: Cli) -> None:
+    """Over plain http the token would cross the network in clear: only loopback goes
+    without TLS."""
+    done = cli(
+        "room", "create", "app", "--forge", "github", "--forge-repo", REPO,
+        "--forge-url", "http://forge.invalid", "--forge-token-env", "FORGE_TOKEN",
+        env={"FORGE_TOKEN": "fake_token_value"}, expect=2,
+    )  # fmt: skip
+    assert "https://" in done.stderr, done.stderr
+
+
+def _said_ok(cli: Cli, token: str) -> list[str]:
+    done = cli("room", "check", "app", "--json", env={"FORGE_TOKEN": token}, expect=1)
+    report = json.loads(done.stdout)
+    assert report["ok"] is False
+    return [line["what"] for line in report["checks"] if line["ok"]]
+
+
+def test_room_check_with_a_wrong_token_says_nothing_is_ok(cli: Cli, fake_forge: FakeForge) -> None:
+    """A refused read stops both probes before any push is tried: the push lines are not
+    checked, never ok."""
+    assert fake_forge.test_token is not None
+    _create(cli, fake_forge, fake_forge.test_token)
+    assert _said_ok(cli, "fake_wrong") == []
+    out = _check(cli, "fake_wrong", expect=1)
+    assert "NOT CHECKED push a branch, as the API reports it: not checked" in out
+    assert "NOT CHECKED push a cairn branch over git (dry run)" in out
+
+
+def test_room_check_with_a_token_that_cannot_see_the_repo_does_not_say_push_is_ok(
+    cli: Cli, fake_forge: FakeForge
+) -> None:
+    """The API answers 404 for a repository the token cannot see; that says nothing about
+    pushing."""
+    assert fake_forge.test_token is not None
+    _create(cli, fake_forge, fake_forge.test_token)
+    blind = fake_forge.add_token(user="stranger", scopes=())
+    assert _said_ok(cli, blind) == []
+
+
+def test_the_missing_secret_key_message_is_not_mangled_by_the_masker(cli: Cli) -> None:
+    done = subprocess.run(
+        [str(CAIRN), "credential", "set", "gh"], input="fake_token_value\n",
+        env=cli.env, cwd=cli.tmp, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode != 0
+    assert "[secret]" not in done.stderr and "set it to a long random value" in done.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--forge", "github", "--forge-repo", REPO),
+        ("--forge", "github", "--forge-repo", REPO, "--forge-token-env", "1BAD"),
+    ],
+)
+def test_forge_option_errors_are_not_mangled_by_the_masker(cli: Cli, args: tuple[str, ...]) -> None:
+    done = cli("room", "create", "app", *args, expect=2)
+    assert "--forge-token-env" in done.stderr and "[secret]" not in done.stderr, done.stderr
+
+
+def _store_credential(cli: Cli, name: str, token: str) -> None:
+    stored = subprocess.run(
+        [str(CAIRN), "credential", "set", name], input=token + "\n", env=cli.env | SECRET_KEY,
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert stored.returncode == 0, stored.stderr
+
+
+def test_a_stored_credential_can_be_removed(cli: Cli) -> None:
+    _store_credential(cli, "old", "fake_old")
+    _store_credential(cli, "kept", "fake_kept")
+    removed = cli("credential", "remove", "old", env=SECRET_KEY)
+    assert "credential old removed" in removed.stdout
+    assert cli.json("credential", "list") == ["kept"]
+    with sqlite3.connect(cli.home / "cairn.db") as db:
+        assert db.execute("SELECT count(*) FROM credentials").fetchone() == (1,)
+    gone = cli("credential", "remove", "old", expect=1)
+    assert "no stored credential 'old'" in gone.stderr
+
+
+def test_a_credential_a_room_names_is_not_removed(cli: Cli, fake_forge: FakeForge) -> None:
+    assert fake_forge.test_token is not None
+    _store_credential(cli, "bot", fake_forge.test_token)
+    cli(
+        "room", "create", "app", "--forge", "github", "--forge-repo", REPO,
+        "--forge-url", fake_forge.url, "--forge-credential", "bot", env=SECRET_KEY,
+    )  # fmt: skip
+    refused = cli("credential", "remove", "bot", expect=1)
+    assert "still named by room app" in refused.stderr
+    assert cli.json("credential", "list") == ["bot"]
+
+
+def test_only_an_admin_removes_a_credential(cli: Cli) -> None:
+    _store_credential(cli, "old", "fake_old")
+    cli("user", "add", "bob")
+    refused = cli("credential", "remove", "old", "--as", "bob", expect=1)
+    assert "remove forge credentials" in refused.stderr
+    assert cli.json("credential", "list") == ["old"]

@@ -16,7 +16,7 @@ from cairn.cli.context import (
     print_json,
     session,
 )
-from cairn.errors import ForgeError, UsageError
+from cairn.errors import ForgeError, InvalidState, UsageError
 
 if TYPE_CHECKING:
     import sqlalchemy as sa
@@ -115,8 +115,11 @@ def room_check(
         print_json(report)
     else:
         for line in report["checks"]:
-            mark = "ok  " if line["ok"] else "MISSING"
-            console.print(f"{mark} {line['what']}" + ("" if line["ok"] else f": {line['why']}"))
+            if line["ok"]:
+                console.print(f"ok  {line['what']}")
+            else:
+                mark = "MISSING" if line["checked"] else "NOT CHECKED"
+                console.print(f"{mark} {line['what']}: {line['why']}")
     if not report["ok"]:
         raise typer.Exit(1)
 
@@ -134,21 +137,33 @@ def _check(conn: sa.Connection, scope: dict[str, Any], base: str, config: Config
     try:
         access = get_forge(settings, token, timeout=config.git_timeout).check_access()
         api_problem = None if access.read else access.missing[0]
-        push_problem = None if access.push or not access.read else access.missing[0]
+        push_problem = None if access.push else access.missing[0]
+        # A token that cannot read gets no answer about pushing: not checked, never fine.
+        push_line = _line(_API_PUSH, push_problem) if access.read else _unchecked(_API_PUSH)
     except ForgeError as exc:
-        api_problem = push_problem = str(exc)
+        api_problem = str(exc)
+        push_line = _unchecked(_API_PUSH)
     checks.append(_line(f"read {settings.repo} through the API", api_problem))
-    checks.append(_line("push a branch, as the API reports it", push_problem))
+    checks.append(push_line)
     git = probe_git(settings, token, base, timeout=config.git_timeout)
     read_problem = next((p for p in git.problems if "push" not in p), None)
     push_git = next((p for p in git.problems if "push" in p), None)
     checks.append(_line(f"read branch {base} over git", read_problem))
-    checks.append(_line("push a cairn branch over git (dry run)", push_git))
+    checks.append(_line(_GIT_PUSH, push_git) if git.push_checked else _unchecked(_GIT_PUSH))
     return {"room_forge": settings.kind, "ok": all(c["ok"] for c in checks), "checks": checks}
 
 
+_API_PUSH = "push a branch, as the API reports it"
+_GIT_PUSH = "push a cairn branch over git (dry run)"
+_NOT_CHECKED = "not checked, as reading the repository failed first"
+
+
 def _line(what: str, problem: str | None) -> dict[str, Any]:
-    return {"what": what, "ok": problem is None, "why": problem}
+    return {"what": what, "ok": problem is None, "checked": True, "why": problem}
+
+
+def _unchecked(what: str) -> dict[str, Any]:
+    return {"what": what, "ok": False, "checked": False, "why": _NOT_CHECKED}
 
 
 @credential_app.command("set")
@@ -172,7 +187,47 @@ def credential_set(
         owner = identity.get_group(conn, group)
         require_group_admin(conn, owner, s.actor(as_user), "store forge credentials")
         set_credential(conn, name, token, cipher)
-    console.print(f"credential {name} stored, encrypted; name it with --forge-credential {name}")
+    console.print(f"credential {name} stored, encrypted; a room names it with --forge-credential")
+
+
+@credential_app.command("remove")
+def credential_remove(
+    ctx: typer.Context,
+    name: str,
+    group: str = typer.Option("default", "--group", help="The group whose admin you are."),
+    as_user: str | None = AS_OPTION,
+) -> None:
+    """Remove stored credential NAME (a leaked or retired token); refused while a room names it."""
+    from cairn.jobs.policy import require_group_admin
+    from cairn.store import identity
+    from cairn.store.credentials import remove_credential
+
+    s = session(ctx)
+    with s.store() as store, store.begin() as conn:
+        owner = identity.get_group(conn, group)
+        require_group_admin(conn, owner, s.actor(as_user), "remove forge credentials")
+        users = _rooms_naming(conn, name)
+        if users:
+            raise InvalidState(
+                f"credential {name} is still named by room {', '.join(users)}; those rooms "
+                "would fail to reach their forge. Store the new token under the same name "
+                "with `cairn credential set` instead, or remove it once no room names it"
+            )
+        remove_credential(conn, name)
+    console.print(f"credential {name} removed")
+
+
+def _rooms_naming(conn: sa.Connection, credential: str) -> list[str]:
+    """The rooms whose forge credential is the stored `credential`."""
+    from cairn.forges import ForgeSettings
+    from cairn.store.rooms import list_rooms
+
+    named = []
+    for room in list_rooms(conn):
+        settings = ForgeSettings.from_scope(room.scope)
+        if settings is not None and settings.credential == credential:
+            named.append(room.name)
+    return named
 
 
 @credential_app.command("list")

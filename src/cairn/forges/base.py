@@ -82,6 +82,12 @@ class PullRequest:
         }
 
 
+def carries_line(body: str, line: str) -> bool:
+    """Whether `body` has `line` as one of its lines (surrounding blanks aside): a key is
+    matched whole, never as a part of a longer key or of someone's prose."""
+    return any(own.strip() == line for own in body.splitlines())
+
+
 class Forge(Protocol):
     """A repository on a forge, reached with one credential."""
 
@@ -90,8 +96,8 @@ class Forge(Protocol):
         ...
 
     def find_pull_requests(self, head: str, key: str | None = None) -> list[PullRequest]:
-        """Pull requests from branch `head` in any state; with `key`, only those whose body
-        carries it (a job's idempotency key)."""
+        """Pull requests from branch `head` in any state; with `key`, also those whose body
+        has `key` as a whole line (a job's idempotency key line), from any branch."""
         ...
 
     def open_pull_request(

@@ -24,10 +24,15 @@ _HTTP_ONLY = (
 
 @dataclass(frozen=True)
 class GitAccess:
-    """What git over HTTPS answered: the base branch's tip, and what it refused."""
+    """What git over HTTPS answered: the base branch's tip, and what it refused.
+
+    `push_checked` is False when the push was not tried (not asked for, or the read failed
+    first): then nothing is known about pushing, and nothing may be said to be fine.
+    """
 
     base_tip: str | None
     problems: tuple[str, ...]
+    push_checked: bool = False
 
 
 def probe_git(
@@ -61,7 +66,7 @@ def probe_git(
             )  # fmt: skip
         if pushed.returncode != 0:
             problems += (_refusal(settings, pushed.stderr, pushing=True),)
-        return GitAccess(tip, problems)
+        return GitAccess(tip, problems, push_checked=True)
 
 
 def _refusal(settings: ForgeSettings, stderr: str, *, pushing: bool) -> str:

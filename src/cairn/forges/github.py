@@ -8,14 +8,25 @@ from typing import Any
 import httpx
 
 from cairn.errors import ForgeAccessDenied, ForgeError
-from cairn.forges.base import Access, Check, PullAction, PullRequest, PullState, Review
+from cairn.forges.base import (
+    Access,
+    Check,
+    PullAction,
+    PullRequest,
+    PullState,
+    Review,
+    carries_line,
+)
 from cairn.forges.transport import DEFAULT_TIMEOUT, ForgeHTTP
 
+# Worded so that no `name: value` shape follows the word "token": the output masker would
+# take what follows for a secret.
 READ = (
-    "read access to the repository (fine-grained token: Metadata and Contents read; classic: repo)"
+    "read access to the repository (Metadata and Contents read for a fine-grained token; "
+    "the repo scope for a classic one)"
 )
-PUSH = "Contents: read and write (classic token: the repo scope)"
-PULLS = "Pull requests: read and write (classic token: the repo scope)"
+PUSH = "Contents: read and write (the repo scope for a classic token)"
+PULLS = "Pull requests: read and write (the repo scope for a classic token)"
 CHECKS = "Checks: read and Commit statuses: read"
 _REVIEW_STATES = {"APPROVED": "approved", "CHANGES_REQUESTED": "changes_requested"}
 
@@ -59,7 +70,7 @@ class GitHubForge:
         if key is not None:
             # A PR opened from another branch that carries the job's key is the job's too.
             recent = self._list({"state": "all", "per_page": "100"})
-            found |= {p.number: p for p in recent if key in p.body}
+            found |= {p.number: p for p in recent if carries_line(p.body, key)}
         return sorted(found.values(), key=lambda p: p.number)
 
     def open_pull_request(

@@ -9,7 +9,15 @@ from urllib.parse import quote
 import httpx
 
 from cairn.errors import ForgeAccessDenied, ForgeError
-from cairn.forges.base import Access, Check, PullAction, PullRequest, PullState, Review
+from cairn.forges.base import (
+    Access,
+    Check,
+    PullAction,
+    PullRequest,
+    PullState,
+    Review,
+    carries_line,
+)
 from cairn.forges.transport import DEFAULT_TIMEOUT, ForgeHTTP
 
 READ = "the read_api scope and at least the Reporter role on the project"
@@ -57,7 +65,7 @@ class GitLabForge:
         found = {p.number: p for p in by_head}
         if key is not None:
             recent = self._list({"state": "all", "per_page": "100"})
-            found |= {p.number: p for p in recent if key in p.body}
+            found |= {p.number: p for p in recent if carries_line(p.body, key)}
         return sorted(found.values(), key=lambda p: p.number)
 
     def open_pull_request(

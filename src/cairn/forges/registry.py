@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -64,15 +65,32 @@ class ForgeSettings:
             raise UsageError("--forge-repo must name the repository as owner/name")
         if (token_env is None) == (credential is None):
             raise UsageError(
-                "name where the forge credential comes from: --forge-token-env VARIABLE, or "
-                "--forge-credential NAME for one stored with `cairn credential set`"
+                "name where the forge credential comes from: an environment variable "
+                "(--forge-token-env), or a credential stored with `cairn credential set` "
+                "(--forge-credential)"
             )
         if token_env is not None and not _ENV_NAME.fullmatch(token_env):
-            raise UsageError("--forge-token-env must be an environment variable's name")
+            raise UsageError(
+                "the forge token's variable (--forge-token-env) must be an environment "
+                "variable's name"
+            )
+        if token_env is not None and token_env.startswith("CAIRN_"):
+            # CAIRN_SECRET_KEY decrypts every stored credential: it must never reach a forge.
+            raise UsageError(
+                "the forge token may not come from one of cairn's own CAIRN_* variables "
+                "(--forge-token-env); put it in a variable of its own"
+            )
         web = (url or DEFAULT_URLS[kind]).rstrip("/")
         parts = urlsplit(web)
         if parts.scheme not in ("https", "http") or not parts.netloc or "@" in parts.netloc:
             raise UsageError("--forge-url must be the forge's https:// address, without a login")
+        if parts.scheme == "http" and not _is_loopback(parts.hostname):
+            # Over plain http the token would cross the network in clear (git's Basic auth,
+            # the API's bearer header): only a forge on this machine may go without TLS.
+            raise UsageError(
+                "--forge-url must use https:// for a forge on another machine; plain http:// "
+                "is only for a forge on this machine (localhost, 127.0.0.1, ::1)"
+            )
         return cls(kind, repo, web, token_env, credential)
 
     @classmethod
@@ -115,6 +133,17 @@ def api_url(kind: str, url: str) -> str:
     if kind == "github":
         return "https://api.github.com" if web == DEFAULT_URLS["github"] else f"{web}/api/v3"
     return f"{web}/api/v4"
+
+
+def _is_loopback(host: str | None) -> bool:
+    if host is None:
+        return False
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def check_kind(kind: str) -> None:

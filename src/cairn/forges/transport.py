@@ -75,7 +75,15 @@ class ForgeHTTP:
             return None
         if response.status_code >= 400:
             raise self._refusal(response, permission)
-        return response.json() if response.content else None
+        if not response.content:
+            return None
+        try:
+            return response.json()
+        except ValueError:
+            # A proxy's, captive portal's or maintenance page's HTML, or not a forge at all.
+            raise ForgeError(
+                f"{self.forge} at {self.host} did not answer JSON; check --forge-url"
+            ) from None
 
     def _refusal(self, response: httpx.Response, permission: str) -> ForgeError:
         status = response.status_code

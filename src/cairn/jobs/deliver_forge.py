@@ -2,9 +2,11 @@
 
 Opening the pull request is an effect like a push: intended before, done after, with the
 PR's number as its external reference. Before an intended open is repeated, the forge is
-asked for the pull requests of the job's branch and of the job's idempotency key (carried in
-every body cairn writes), and the one found is adopted. A pull request someone closed by
-hand is never reopened: the job blocks and says so.
+asked for the pull requests of the job's branch and of the job's key line (carried in every
+body cairn writes, naming the installation as well as the job: job ids restart in every
+store, and two installations may deliver to one repository). Only a pull request from this
+installation's branch of the job that carries that exact line is adopted. A pull request
+someone closed by hand is never reopened: the job blocks and says so.
 """
 
 from __future__ import annotations
@@ -18,13 +20,26 @@ from cairn.engine import Measurement, perform
 from cairn.engine.evidence import Expect
 from cairn.errors import ForgeError
 from cairn.forges import Delivery, Forge, ForgeSettings, PullAction, PullRequest, PullState
+from cairn.forges.base import carries_line
 from cairn.jobs.drive import Blocked, Drive
 from cairn.jobs.ledger import StoreEffects
 
 
 def pull_request_key(drive: Drive) -> str:
-    """The job's one pull request's idempotency key: by job, so a follow-up updates it."""
+    """The job's one pull request's effect key in the ledger: by job, so a follow-up updates
+    it. The ledger is the installation's own, so the job id is enough there."""
     return f"job-{drive.job.id}:pull_request"
+
+
+def pull_request_marker(drive: Drive) -> str:
+    """The line every body cairn writes carries: the job and its installation, so that
+    another installation's job of the same id never adopts this pull request."""
+    return f"cairn job {drive.job.id} of installation {drive.store.installation_id}"
+
+
+def _legacy_marker(drive: Drive) -> str:
+    """The line bodies written before the installation was named carry (the ledger key)."""
+    return f"cairn job {drive.job.id} · key: {pull_request_key(drive)}"
 
 
 def deliver_by_pull_request(
@@ -36,8 +51,8 @@ def deliver_by_pull_request(
     try:
         opened = perform(
             effects, "pull_request", key,
-            inspect=lambda: _adopt(drive, forge, key),
-            act=lambda: _open(drive, forge, key),
+            inspect=lambda: _adopt(drive, forge),
+            act=lambda: _open(drive, forge),
             faults=drive.faults,
         )  # fmt: skip
         if opened is None or mode != Delivery.pull_request_and_merge:
@@ -71,10 +86,16 @@ def _forge(drive: Drive) -> Forge:
     return get_forge(settings, token, timeout=drive.config.git_timeout)
 
 
-def _adopt(drive: Drive, forge: Forge, key: str) -> str | None:
+def _adopt(drive: Drive, forge: Forge) -> str | None:
     """The job's pull request if the forge has it already; Blocked if it was closed by hand."""
-    found = forge.find_pull_requests(drive.branch, key)
-    ours = [p for p in found if key in p.body] or [p for p in found if p.head == drive.branch]
+    marker = pull_request_marker(drive)
+    found = forge.find_pull_requests(drive.branch, marker)
+    # The branch is named for the installation; a legacy line names the job only, so it counts
+    # on this installation's branch alone.
+    lines = (marker, _legacy_marker(drive))
+    ours = [
+        p for p in found if p.head == drive.branch and any(carries_line(p.body, m) for m in lines)
+    ]
     live = [p for p in ours if p.state != PullState.closed]
     if live:
         return str(live[0].number)
@@ -90,9 +111,9 @@ def _closed_by_hand(pull: PullRequest) -> str:
     )
 
 
-def _open(drive: Drive, forge: Forge, key: str) -> str:
+def _open(drive: Drive, forge: Forge) -> str:
     title = _first_line(drive.request.text)
-    body = f"{drive.job.summary or title}\n\n---\ncairn job {drive.job.id} · key: {key}\n"
+    body = f"{drive.job.summary or title}\n\n---\n{pull_request_marker(drive)}\n"
     pull = forge.open_pull_request(drive.branch, drive.room.base_branch, title, body, draft=False)
     return str(pull.number)
 

@@ -20,7 +20,8 @@ from cairn.store.schema import credentials, utcnow
 
 MIN_KEY_LENGTH = 16
 NO_KEY = (
-    "stored credentials need CAIRN_SECRET_KEY: set it to a long random value (for example "
+    "stored credentials need the CAIRN_SECRET_KEY variable; set it to a long random value (for "
+    "example "
     "the output of `python3 -c 'import secrets; print(secrets.token_urlsafe(32))'`) in every "
     "cairn process's environment, and keep it: credentials stored under it need it to be read"
 )
@@ -84,3 +85,10 @@ def read_credential(conn: sa.Connection, name: str, cipher: CredentialCipher) ->
 def credential_names(conn: sa.Connection) -> list[str]:
     """The names of the stored credentials (never their values)."""
     return list(conn.execute(sa.select(credentials.c.name).order_by(credentials.c.name)).scalars())
+
+
+def remove_credential(conn: sa.Connection, name: str) -> None:
+    """Delete credential `name` (its ciphertext with it); NotFound if there is none."""
+    removed = conn.execute(sa.delete(credentials).where(credentials.c.name == name))
+    if removed.rowcount == 0:
+        raise NotFound(f"no stored credential {name!r}; `cairn credential list` names them")
