@@ -94,7 +94,7 @@ def request_of(cairn: Cairn, job: Job) -> Any:
 
 def fire(cairn: Cairn, name: str = "nightly") -> int:
     with cairn.store.begin() as conn:
-        firing = fire_now(conn, name, user_sanitizer(cairn.config))
+        firing = fire_now(conn, name, user_sanitizer(cairn.config), actor="alice")
     assert firing.job_id is not None, firing.note
     return firing.job_id
 
@@ -128,11 +128,11 @@ def test_add_list_fire_and_remove(cairn: Cairn) -> None:
     assert after.last_fire_at is not None and after.last_fire_at > DAY
 
     with cairn.store.begin() as conn:
-        remove_schedule(conn, "nightly")
+        remove_schedule(conn, "nightly", actor="alice")
     with cairn.store.begin() as conn:
         assert schedule_views(conn) == []
         with pytest.raises(NotFound, match="no schedule 'nightly'"):
-            fire_now(conn, "nightly", user_sanitizer(cairn.config))
+            fire_now(conn, "nightly", user_sanitizer(cairn.config), actor="admin")
     assert cairn.job(job_id).id == job_id, "the jobs a removed schedule made stay"
 
 
@@ -247,7 +247,7 @@ def test_a_requester_who_lost_access_gets_no_job_and_the_firing_says_why(cairn: 
     assert every_job(cairn) == [], "the skipped fire time is not fired again"
     # Fired by hand, it is refused outright, and the refusal records nothing.
     with pytest.raises(NotAllowed, match="alice is not a member"), cairn.store.begin() as conn:
-        fire_now(conn, "nightly", user_sanitizer(cairn.config))
+        fire_now(conn, "nightly", user_sanitizer(cairn.config), actor="admin")
     with cairn.store.begin() as conn:
         assert schedule_views(conn) == [view]
     assert every_job(cairn) == []
@@ -409,7 +409,7 @@ def test_a_schedule_added_again_finds_its_previous_run_by_room_and_request(cairn
     first = fire(cairn)
     cairn.work()
     with cairn.store.begin() as conn:
-        remove_schedule(conn, "nightly")
+        remove_schedule(conn, "nightly", actor="alice")
     add(cairn, name="nightly-again", steps=WRITE_TWO)
     other = add(cairn, name="other", request="Something else", steps=WRITE_TWO)
     second = fire(cairn, "nightly-again")

@@ -6,7 +6,8 @@ while no runner ran are not a backlog, they are one firing, recorded with that l
 However many runners find it due, the firings ledger lets one of them submit the job.
 
 The requester (`--as`) is checked when the schedule is added and again at every firing: a
-requester who lost access gets no job, and the firing records why.
+requester who lost access gets no job, and the firing records why. Removing a schedule or
+firing it by hand is for its requester or an admin of its room's group.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from cairn.sanitize import Sanitizer, secret_spans, strip_control
 from cairn.store import Store
 from cairn.store import schedules as ledger
 from cairn.store.identity import get_group, get_user, membership
-from cairn.store.records import Firing, FiringOutcome, FiringTrigger, Schedule
+from cairn.store.records import Firing, FiringOutcome, FiringTrigger, Role, Schedule
 from cairn.store.rooms import get_room
 from cairn.store.schema import utcnow
 
@@ -118,8 +119,9 @@ def add_schedule(
     )
 
 
-def remove_schedule(conn: sa.Connection, name: str) -> Schedule:
-    """Remove a schedule; the jobs it already submitted are left as they are."""
+def remove_schedule(conn: sa.Connection, name: str, *, actor: str) -> Schedule:
+    """Remove a schedule (its requester or a group admin); the jobs it submitted stay."""
+    _require_requester_or_admin(conn, ledger.get(conn, name), actor, "remove")
     return ledger.remove(conn, name)
 
 
@@ -171,14 +173,22 @@ def fire(
 
 
 def fire_now(
-    conn: sa.Connection, name: str, sanitizer: Sanitizer, now: datetime | None = None
+    conn: sa.Connection,
+    name: str,
+    sanitizer: Sanitizer,
+    now: datetime | None = None,
+    *,
+    actor: str,
 ) -> Firing:
     """Fire the schedule `name` at once (`cairn schedule fire`), recorded at the time now.
 
-    A firing that would make no job is refused instead (NotAllowed, saying why), and the
-    caller's transaction, rolled back, records nothing: the person asking is told directly.
+    Only its requester or an admin of its room's group may (NotAllowed otherwise); the job
+    is still submitted as the requester. A firing that would make no job is refused instead
+    (NotAllowed, saying why), and the caller's transaction, rolled back, records nothing:
+    the person asking is told directly.
     """
     schedule = ledger.get(conn, name)
+    _require_requester_or_admin(conn, schedule, actor, "fire")
     firing = fire(conn, schedule, now or utcnow(), FiringTrigger.manual, sanitizer)
     if firing is None:
         raise UsageError(f"schedule {name!r} was fired at this very moment already; try again")
@@ -287,6 +297,23 @@ def _denied(conn: sa.Connection, group_id: int, user_id: int, user_name: str) ->
             "schedule's room; add them to the group, or add the schedule as a member"
         )
     return None
+
+
+def _require_requester_or_admin(
+    conn: sa.Connection, schedule: Schedule, actor: str, what: str
+) -> None:
+    """Refuse unless `actor` is the schedule's requester or an admin of its room's group."""
+    user = get_user(conn, actor)
+    if user.id == schedule.requester_id:
+        return
+    group = get_group(conn, get_room(conn, schedule.room_id).group_id)
+    found = membership(conn, group.id, user.id)
+    if found is None or found.role is not Role.admin:
+        raise NotAllowed(
+            f"{user.name} may not {what} schedule {schedule.name}: only its requester "
+            f"({get_user(conn, schedule.requester_id).name}) or an admin of group "
+            f"{group.name}, which owns its room, can; ask one of them, or use --as"
+        )
 
 
 def _cron_problem(exc: Exception) -> str:
