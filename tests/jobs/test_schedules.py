@@ -20,7 +20,7 @@ from cairn.agents.registry import load_agent_spec
 from cairn.errors import CairnError, NotAllowed, NotFound, UsageError
 from cairn.jobs import context
 from cairn.jobs.drive import Drive
-from cairn.jobs.references import DOCUMENT_LIMIT, scheduled_references
+from cairn.jobs.references import DOCUMENT_LIMIT, previous_scheduled_job, scheduled_references
 from cairn.jobs.schedules import (
     add_schedule,
     check_cron,
@@ -94,7 +94,7 @@ def request_of(cairn: Cairn, job: Job) -> Any:
 
 def fire(cairn: Cairn, name: str = "nightly") -> int:
     with cairn.store.begin() as conn:
-        firing = fire_now(conn, name, user_sanitizer(cairn.config), actor="alice")
+        firing = fire_now(conn, name, user_sanitizer(cairn.config), actor="admin")
     assert firing.job_id is not None, firing.note
     return firing.job_id
 
@@ -419,6 +419,33 @@ def test_a_schedule_added_again_finds_its_previous_run_by_room_and_request(cairn
     assert refs is not None and f"previous run (job {first}," in refs
     other_refs = scheduled_references(Drive(cairn.store, cairn.config, cairn.job(third)))
     assert other_refs is not None and "first run" in other_refs
+
+
+def test_a_first_scheduled_run_does_not_take_another_schedules_run_as_its_previous(
+    cairn: Cairn,
+) -> None:
+    add(cairn, "alices")
+    first = fire(cairn, "alices")
+    add(cairn, "admins", actor="admin")
+    add(cairn, "alices-too")
+    admins = fire(cairn, "admins")
+    alices_too = fire(cairn, "alices-too")
+
+    def previous(job_id: int) -> int | None:
+        job = cairn.job(job_id)
+        with cairn.store.begin() as conn:
+            found = previous_scheduled_job(conn, job, "Tidy the notes")
+        return found.id if found is not None else None
+
+    assert previous(admins) is None, "another requester's schedule is not this one's past"
+    assert previous(alices_too) is None, "nor is a live schedule of the same requester"
+    with cairn.store.begin() as conn:
+        remove_schedule(conn, "alices", actor="alice")
+        remove_schedule(conn, "admins", actor="admin")
+    add(cairn, "alices-again")
+    again = fire(cairn, "alices-again")
+    assert previous(again) == first, "a schedule added again continues from its removed self"
+    assert previous(admins) is None
 
 
 def test_cron_aliases_and_spacing_are_stored_in_one_form() -> None:
