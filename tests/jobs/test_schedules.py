@@ -24,6 +24,7 @@ from cairn.jobs.references import DOCUMENT_LIMIT, previous_scheduled_job, schedu
 from cairn.jobs.schedules import (
     add_schedule,
     check_cron,
+    due_fire_time,
     fire_due,
     fire_now,
     latest_fire_time,
@@ -446,6 +447,26 @@ def test_a_first_scheduled_run_does_not_take_another_schedules_run_as_its_previo
     again = fire(cairn, "alices-again")
     assert previous(again) == first, "a schedule added again continues from its removed self"
     assert previous(admins) is None
+
+
+def test_a_manual_fire_just_after_a_cron_time_does_not_swallow_that_cron_run(
+    cairn: Cairn,
+) -> None:
+    added = add(cairn, created=DAY - timedelta(days=2))
+    sanitizer = user_sanitizer(cairn.config)
+    with cairn.store.begin() as conn:
+        manual = fire_now(
+            conn, "nightly", sanitizer, now=DAY + timedelta(seconds=10), actor="alice"
+        )
+    with cairn.store.begin() as conn:
+        assert due_fire_time(conn, added, DAY + timedelta(seconds=20)) == DAY
+    [cron] = fire_due(cairn.store, sanitizer, now=DAY + timedelta(seconds=20))
+    assert (cron.fire_at, cron.trigger) == (DAY, FiringTrigger.cron)
+    assert cron.job_id is not None and cron.job_id != manual.job_id
+    assert fire_due(cairn.store, sanitizer, now=DAY + timedelta(hours=1)) == [], "fired once"
+    with cairn.store.begin() as conn:
+        [view] = schedule_views(conn, now=DAY + timedelta(hours=1))
+    assert view.last_job == manual.job_id, "the list shows the latest firing, manual or not"
 
 
 def test_cron_aliases_and_spacing_are_stored_in_one_form() -> None:

@@ -126,9 +126,13 @@ def remove_schedule(conn: sa.Connection, name: str, *, actor: str) -> Schedule:
 
 
 def due_fire_time(conn: sa.Connection, schedule: Schedule, now: datetime) -> datetime | None:
-    """The fire time the schedule is due for at `now`, or None when it is not due."""
+    """The fire time the schedule is due for at `now`, or None when it is not due.
+
+    Only cron firings count as having fired a cron time: a manual fire just after one (the
+    runner not having polled yet) is an extra run, and the cron time still gets its own.
+    """
     latest = latest_fire_time(schedule.cron, now)
-    last = ledger.last_firing(conn, schedule.id)
+    last = ledger.last_firing(conn, schedule.id, FiringTrigger.cron)
     since = max(schedule.created_at, last.fire_at) if last else schedule.created_at
     return latest if latest > since else None
 

@@ -116,14 +116,14 @@ def settle_firing(
     return Firing.from_row(row.one())
 
 
-def last_firing(conn: sa.Connection, schedule_id: int) -> Firing | None:
-    """The schedule's latest firing by fire time, made or skipped; None before the first."""
-    query = (
-        sa.select(schedule_firings)
-        .where(schedule_firings.c.schedule_id == schedule_id)
-        .order_by(schedule_firings.c.fire_at.desc(), schedule_firings.c.id.desc())
-        .limit(1)
-    )
+def last_firing(
+    conn: sa.Connection, schedule_id: int, trigger: FiringTrigger | None = None
+) -> Firing | None:
+    """The schedule's latest firing by fire time, made or skipped (of `trigger` if given)."""
+    query = sa.select(schedule_firings).where(schedule_firings.c.schedule_id == schedule_id)
+    if trigger is not None:
+        query = query.where(schedule_firings.c.trigger == FiringTrigger(trigger).value)
+    query = query.order_by(schedule_firings.c.fire_at.desc(), schedule_firings.c.id.desc()).limit(1)
     row = conn.execute(query).first()
     return Firing.from_row(row) if row is not None else None
 
