@@ -38,7 +38,7 @@ from cairn.store import decisions, identity
 from cairn.store import jobs as job_ledger
 from cairn.store import schedules as schedule_ledger
 from cairn.store.records import FiringOutcome, FiringTrigger, Job, Schedule
-from cairn.store.schema import context_steps, requests, schedules, utcnow
+from cairn.store.schema import context_steps, requests, schedule_firings, schedules, utcnow
 from cairn.testing.harness import Cairn, Turns
 
 WRITE_ONE = """
@@ -116,6 +116,7 @@ def test_add_list_fire_and_remove(cairn: Cairn) -> None:
         "last_job": None,
         "last_outcome": None,
         "last_note": None,
+        "problem": None,
     }
     job_id = fire(cairn)
     job = cairn.job(job_id)
@@ -268,16 +269,50 @@ def test_a_firing_whose_submit_is_refused_records_why_and_makes_nothing(cairn: C
     assert fire_due(cairn.store, user_sanitizer(cairn.config)) == [], "not retried every poll"
 
 
-def test_a_schedule_that_cannot_fire_holds_up_no_other(cairn: Cairn) -> None:
+@pytest.mark.parametrize(
+    ("cron", "why"),
+    [("0 0 30 2 *", "names no date that exists"), ("every night", "has five fields")],
+)
+def test_a_schedule_whose_stored_cron_does_not_read_is_logged_and_holds_up_no_other(
+    cairn: Cairn, caplog: pytest.LogCaptureFixture, cron: str, why: str
+) -> None:
     broken = add(cairn, "broken", cron=YEARLY, created=utcnow() - LONG_AGO)
     add(cairn, "yearly", cron=YEARLY, created=utcnow() - LONG_AGO)
     with cairn.store.begin() as conn:
         # A row no cairn wrote: February 30 never comes, so no fire time can be found.
-        conn.execute(
-            sa.update(schedules).where(schedules.c.id == broken.id).values(cron="0 0 30 2 *")
-        )
-    [firing] = fire_due(cairn.store, user_sanitizer(cairn.config))
+        conn.execute(sa.update(schedules).where(schedules.c.id == broken.id).values(cron=cron))
+    with caplog.at_level("INFO", logger="cairn.runner"):
+        [firing] = fire_due(cairn.store, user_sanitizer(cairn.config))
     assert firing.schedule_id != broken.id and firing.job_id is not None
+    [said] = [r for r in caplog.records if "broken" in r.getMessage()]
+    assert said.levelname == "WARNING" and said.exc_info is None, "a reason, not a traceback"
+    assert why in said.getMessage() and "removed and added again" in said.getMessage()
+    with cairn.store.begin() as conn:
+        shown = {view.name: view for view in schedule_views(conn)}
+        assert schedule_ledger.last_firing(conn, broken.id) is None
+    assert shown["broken"].next_fire_at is None and shown["broken"].problem is not None
+    assert why in shown["broken"].problem
+    assert shown["yearly"].problem is None and shown["yearly"].next_fire_at is not None
+
+
+def test_a_schedule_removed_while_a_runner_fires_it_is_passed_over(
+    cairn: Cairn, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    add(cairn, cron=YEARLY, created=utcnow() - LONG_AGO)
+    with cairn.store.begin() as conn:
+        listed = schedule_ledger.list_schedules(conn)
+    # Another process removes it between the runner's list and its firing.
+    with cairn.store.begin() as conn:
+        remove_schedule(conn, "nightly", actor="alice")
+    monkeypatch.setattr(schedule_ledger, "list_schedules", lambda conn: listed)
+    with caplog.at_level("INFO", logger="cairn.runner"):
+        assert fire_due(cairn.store, user_sanitizer(cairn.config)) == []
+    assert every_job(cairn) == []
+    assert all(r.exc_info is None for r in caplog.records)
+    assert any("nightly was removed before it fired" in r.getMessage() for r in caplog.records)
+    with cairn.store.begin() as conn:
+        firings = conn.execute(sa.select(sa.func.count()).select_from(schedule_firings))
+        assert firings.scalar() == 0
 
 
 def test_the_group_policy_decides_a_scheduled_jobs_run_gate(cairn: Cairn) -> None:

@@ -71,10 +71,13 @@ def schedule_list(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
         if view.last_fire_at is not None:
             made = f"job {view.last_job}" if view.last_job else "no job"
             last = f"last {view.last_fire_at:%Y-%m-%d %H:%M} UTC ({made})"
+        upcoming = f"next {view.next_fire_at:%Y-%m-%d %H:%M} UTC" if view.next_fire_at else "never"
         console.print(
-            f"{view.name:<16} {view.room:<12} {view.cron:<16} next "
-            f"{view.next_fire_at:%Y-%m-%d %H:%M} UTC, {last}  {view.request.splitlines()[0][:50]}"
+            f"{view.name:<16} {view.room:<12} {view.cron:<16} {upcoming}, {last}  "
+            f"{view.request.splitlines()[0][:50]}"
         )
+        if view.problem:
+            console.print(f"  {view.problem}", style="red")
         if view.last_note:
             console.print(f"  {view.last_note}", style="yellow")
 

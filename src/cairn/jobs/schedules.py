@@ -204,7 +204,9 @@ def fire_now(
 def fire_due(store: Store, sanitizer: Sanitizer, now: datetime | None = None) -> list[Firing]:
     """Fire every schedule due at `now`, each in its own transaction; the firings this made.
 
-    A schedule another runner fired first is passed over quietly.
+    A schedule another runner fired first, or removed since the list was read, is passed
+    over quietly; one whose cron no longer reads (a row no cairn wrote) is logged, saying
+    why, and left for a person to fix (`schedule list` shows it too).
     """
     at = now or utcnow()
     with store.begin() as conn:
@@ -213,6 +215,9 @@ def fire_due(store: Store, sanitizer: Sanitizer, now: datetime | None = None) ->
     for schedule in every:
         try:
             firing = _fire_if_due(store, schedule, at, sanitizer)
+        except UsageError as broken:
+            _log.warning("schedule %s cannot fire: %s", schedule.name, broken)
+            continue
         except Exception:
             # One schedule that cannot fire (a row no cairn wrote) must not hold up the others.
             _log.exception("schedule %s could not fire; trying again later", schedule.name)
@@ -225,14 +230,34 @@ def fire_due(store: Store, sanitizer: Sanitizer, now: datetime | None = None) ->
 def _fire_if_due(
     store: Store, schedule: Schedule, at: datetime, sanitizer: Sanitizer
 ) -> Firing | None:
+    """Fire the schedule if due, read again (and locked) in this transaction.
+
+    A UsageError when its stored cron no longer reads, saying why.
+    """
     with store.begin() as conn:
-        fire_at = due_fire_time(conn, schedule, at)
+        current = ledger.find(conn, schedule.id, lock=True)
+        if current is None:
+            _log.info("schedule %s was removed before it fired; passed over", schedule.name)
+            return None
+        _stored_cron_problem(current)
+        fire_at = due_fire_time(conn, current, at)
         if fire_at is None:
             return None
-        firing = fire(conn, schedule, fire_at, FiringTrigger.cron, sanitizer)
+        firing = fire(conn, current, fire_at, FiringTrigger.cron, sanitizer)
     if firing is None:
         _log.debug("schedule %s at %s was fired by another runner", schedule.name, fire_at)
     return firing
+
+
+def _stored_cron_problem(schedule: Schedule) -> None:
+    """Raise a UsageError naming the schedule when its stored cron is not one cairn takes."""
+    try:
+        check_cron(schedule.cron)
+    except UsageError as exc:
+        raise UsageError(
+            f"{exc}. It was stored outside cairn and does not fire until the schedule is "
+            "removed and added again with a valid --cron"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -245,11 +270,13 @@ class ScheduleView:
     request: str
     agent: str
     requester: str
-    next_fire_at: datetime
+    next_fire_at: datetime | None
+    """None when the stored cron does not read (`problem` says why)."""
     last_fire_at: datetime | None
     last_job: int | None
     last_outcome: str | None
     last_note: str | None
+    problem: str | None = None
 
     def to_data(self) -> dict[str, Any]:
         """The JSON form of `schedule list --json`."""
@@ -260,11 +287,12 @@ class ScheduleView:
             "request": self.request,
             "agent": self.agent,
             "requester": self.requester,
-            "next_fire_at": self.next_fire_at.isoformat(),
+            "next_fire_at": self.next_fire_at.isoformat() if self.next_fire_at else None,
             "last_fire_at": self.last_fire_at.isoformat() if self.last_fire_at else None,
             "last_job": self.last_job,
             "last_outcome": self.last_outcome,
             "last_note": self.last_note,
+            "problem": self.problem,
         }
 
 
@@ -274,6 +302,13 @@ def schedule_views(conn: sa.Connection, now: datetime | None = None) -> list[Sch
     views = []
     for schedule in ledger.list_schedules(conn):
         last = ledger.last_firing(conn, schedule.id)
+        next_at: datetime | None = None
+        problem = None
+        try:
+            _stored_cron_problem(schedule)
+            next_at = next_fire_time(schedule.cron, max(at, schedule.created_at))
+        except UsageError as exc:
+            problem = str(exc)
         views.append(
             ScheduleView(
                 name=schedule.name,
@@ -282,11 +317,12 @@ def schedule_views(conn: sa.Connection, now: datetime | None = None) -> list[Sch
                 request=schedule.request,
                 agent=str(schedule.agent.get("adapter", "")),
                 requester=get_user(conn, schedule.requester_id).name,
-                next_fire_at=next_fire_time(schedule.cron, max(at, schedule.created_at)),
+                next_fire_at=next_at,
                 last_fire_at=last.fire_at if last else None,
                 last_job=last.job_id if last else None,
                 last_outcome=last.outcome.value if last else None,
                 last_note=last.note if last else None,
+                problem=problem,
             )
         )
     return views
