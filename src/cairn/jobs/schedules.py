@@ -19,7 +19,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from cairn.errors import CairnError, NotAllowed, UsageError
+from cairn.errors import CairnError, NotAllowed, NotFound, UsageError
 from cairn.jobs.submit import REQUEST_LIMIT, submit_job
 from cairn.sanitize import Sanitizer, secret_spans, strip_control
 from cairn.store import Store
@@ -191,7 +191,10 @@ def fire_now(
     (NotAllowed, saying why), and the caller's transaction, rolled back, records nothing:
     the person asking is told directly.
     """
+    # Locked, like a runner's firing: a remove under way finishes first, or waits for this.
     schedule = ledger.get(conn, name)
+    if ledger.find(conn, schedule.id, lock=True) is None:
+        raise NotFound(f"schedule {name!r} was removed just now; list the schedules")
     _require_requester_or_admin(conn, schedule, actor, "fire")
     firing = fire(conn, schedule, now or utcnow(), FiringTrigger.manual, sanitizer)
     if firing is None:
