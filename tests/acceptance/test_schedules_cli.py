@@ -143,3 +143,25 @@ def test_a_duplicate_name_an_unknown_schedule_and_lost_access_say_what_to_do(cli
 def test_help_does_not_import_croniter(cli: Cli) -> None:
     for args in (["--help"], ["schedule", "--help"], ["schedule", "add", "--help"]):
         assert "croniter" not in roots(loaded(args, cli.env)), args
+
+
+def test_only_the_requester_or_a_group_admin_may_remove_or_fire_a_schedule(cli: Cli) -> None:
+    cli.room()
+    add(cli)
+    cli("group", "add", "elsewhere")
+    cli("user", "add", "bob", "--group", "elsewhere")
+    cli("user", "add", "carol", "--group", "default")
+    for who in ("bob", "carol"):
+        for command in ("remove", "fire"):
+            done = cli("schedule", command, "nightly", "--as", who, expect=1)
+            assert done.stderr.startswith(f"error: {who} may not {command} schedule nightly")
+            assert "only its requester (alice) or an admin of group default" in done.stderr
+    assert [s["name"] for s in cli.json("schedule", "list")] == ["nightly"]
+    assert cli.json("jobs") == [], "a refused fire submits nothing"
+    job = int(cli("schedule", "fire", "nightly", "--as", "alice").stdout)
+    assert cli.show(job)["requester"] == "alice"
+    fired = cli.json("schedule", "fire", "nightly", "--as", "admin")
+    assert cli.show(fired["job"])["requester"] == "alice", "an admin fires it as its requester"
+    removed = cli("schedule", "remove", "nightly", "--as", "admin")
+    assert "schedule nightly removed" in removed.stdout
+    assert cli.json("schedule", "list") == []

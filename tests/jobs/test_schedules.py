@@ -20,10 +20,11 @@ from cairn.agents.registry import load_agent_spec
 from cairn.errors import CairnError, NotAllowed, NotFound, UsageError
 from cairn.jobs import context
 from cairn.jobs.drive import Drive
-from cairn.jobs.references import DOCUMENT_LIMIT, scheduled_references
+from cairn.jobs.references import DOCUMENT_LIMIT, previous_scheduled_job, scheduled_references
 from cairn.jobs.schedules import (
     add_schedule,
     check_cron,
+    due_fire_time,
     fire_due,
     fire_now,
     latest_fire_time,
@@ -37,7 +38,7 @@ from cairn.store import decisions, identity
 from cairn.store import jobs as job_ledger
 from cairn.store import schedules as schedule_ledger
 from cairn.store.records import FiringOutcome, FiringTrigger, Job, Schedule
-from cairn.store.schema import context_steps, requests, schedules, utcnow
+from cairn.store.schema import context_steps, requests, schedule_firings, schedules, utcnow
 from cairn.testing.harness import Cairn, Turns
 
 WRITE_ONE = """
@@ -94,7 +95,7 @@ def request_of(cairn: Cairn, job: Job) -> Any:
 
 def fire(cairn: Cairn, name: str = "nightly") -> int:
     with cairn.store.begin() as conn:
-        firing = fire_now(conn, name, user_sanitizer(cairn.config))
+        firing = fire_now(conn, name, user_sanitizer(cairn.config), actor="admin")
     assert firing.job_id is not None, firing.note
     return firing.job_id
 
@@ -115,6 +116,7 @@ def test_add_list_fire_and_remove(cairn: Cairn) -> None:
         "last_job": None,
         "last_outcome": None,
         "last_note": None,
+        "problem": None,
     }
     job_id = fire(cairn)
     job = cairn.job(job_id)
@@ -128,11 +130,11 @@ def test_add_list_fire_and_remove(cairn: Cairn) -> None:
     assert after.last_fire_at is not None and after.last_fire_at > DAY
 
     with cairn.store.begin() as conn:
-        remove_schedule(conn, "nightly")
+        remove_schedule(conn, "nightly", actor="alice")
     with cairn.store.begin() as conn:
         assert schedule_views(conn) == []
         with pytest.raises(NotFound, match="no schedule 'nightly'"):
-            fire_now(conn, "nightly", user_sanitizer(cairn.config))
+            fire_now(conn, "nightly", user_sanitizer(cairn.config), actor="admin")
     assert cairn.job(job_id).id == job_id, "the jobs a removed schedule made stay"
 
 
@@ -247,7 +249,7 @@ def test_a_requester_who_lost_access_gets_no_job_and_the_firing_says_why(cairn: 
     assert every_job(cairn) == [], "the skipped fire time is not fired again"
     # Fired by hand, it is refused outright, and the refusal records nothing.
     with pytest.raises(NotAllowed, match="alice is not a member"), cairn.store.begin() as conn:
-        fire_now(conn, "nightly", user_sanitizer(cairn.config))
+        fire_now(conn, "nightly", user_sanitizer(cairn.config), actor="admin")
     with cairn.store.begin() as conn:
         assert schedule_views(conn) == [view]
     assert every_job(cairn) == []
@@ -267,16 +269,50 @@ def test_a_firing_whose_submit_is_refused_records_why_and_makes_nothing(cairn: C
     assert fire_due(cairn.store, user_sanitizer(cairn.config)) == [], "not retried every poll"
 
 
-def test_a_schedule_that_cannot_fire_holds_up_no_other(cairn: Cairn) -> None:
+@pytest.mark.parametrize(
+    ("cron", "why"),
+    [("0 0 30 2 *", "names no date that exists"), ("every night", "has five fields")],
+)
+def test_a_schedule_whose_stored_cron_does_not_read_is_logged_and_holds_up_no_other(
+    cairn: Cairn, caplog: pytest.LogCaptureFixture, cron: str, why: str
+) -> None:
     broken = add(cairn, "broken", cron=YEARLY, created=utcnow() - LONG_AGO)
     add(cairn, "yearly", cron=YEARLY, created=utcnow() - LONG_AGO)
     with cairn.store.begin() as conn:
         # A row no cairn wrote: February 30 never comes, so no fire time can be found.
-        conn.execute(
-            sa.update(schedules).where(schedules.c.id == broken.id).values(cron="0 0 30 2 *")
-        )
-    [firing] = fire_due(cairn.store, user_sanitizer(cairn.config))
+        conn.execute(sa.update(schedules).where(schedules.c.id == broken.id).values(cron=cron))
+    with caplog.at_level("INFO", logger="cairn.runner"):
+        [firing] = fire_due(cairn.store, user_sanitizer(cairn.config))
     assert firing.schedule_id != broken.id and firing.job_id is not None
+    [said] = [r for r in caplog.records if "broken" in r.getMessage()]
+    assert said.levelname == "WARNING" and said.exc_info is None, "a reason, not a traceback"
+    assert why in said.getMessage() and "removed and added again" in said.getMessage()
+    with cairn.store.begin() as conn:
+        shown = {view.name: view for view in schedule_views(conn)}
+        assert schedule_ledger.last_firing(conn, broken.id) is None
+    assert shown["broken"].next_fire_at is None and shown["broken"].problem is not None
+    assert why in shown["broken"].problem
+    assert shown["yearly"].problem is None and shown["yearly"].next_fire_at is not None
+
+
+def test_a_schedule_removed_while_a_runner_fires_it_is_passed_over(
+    cairn: Cairn, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    add(cairn, cron=YEARLY, created=utcnow() - LONG_AGO)
+    with cairn.store.begin() as conn:
+        listed = schedule_ledger.list_schedules(conn)
+    # Another process removes it between the runner's list and its firing.
+    with cairn.store.begin() as conn:
+        remove_schedule(conn, "nightly", actor="alice")
+    monkeypatch.setattr(schedule_ledger, "list_schedules", lambda conn: listed)
+    with caplog.at_level("INFO", logger="cairn.runner"):
+        assert fire_due(cairn.store, user_sanitizer(cairn.config)) == []
+    assert every_job(cairn) == []
+    assert all(r.exc_info is None for r in caplog.records)
+    assert any("nightly was removed before it fired" in r.getMessage() for r in caplog.records)
+    with cairn.store.begin() as conn:
+        firings = conn.execute(sa.select(sa.func.count()).select_from(schedule_firings))
+        assert firings.scalar() == 0
 
 
 def test_the_group_policy_decides_a_scheduled_jobs_run_gate(cairn: Cairn) -> None:
@@ -409,7 +445,7 @@ def test_a_schedule_added_again_finds_its_previous_run_by_room_and_request(cairn
     first = fire(cairn)
     cairn.work()
     with cairn.store.begin() as conn:
-        remove_schedule(conn, "nightly")
+        remove_schedule(conn, "nightly", actor="alice")
     add(cairn, name="nightly-again", steps=WRITE_TWO)
     other = add(cairn, name="other", request="Something else", steps=WRITE_TWO)
     second = fire(cairn, "nightly-again")
@@ -419,6 +455,53 @@ def test_a_schedule_added_again_finds_its_previous_run_by_room_and_request(cairn
     assert refs is not None and f"previous run (job {first}," in refs
     other_refs = scheduled_references(Drive(cairn.store, cairn.config, cairn.job(third)))
     assert other_refs is not None and "first run" in other_refs
+
+
+def test_a_first_scheduled_run_does_not_take_another_schedules_run_as_its_previous(
+    cairn: Cairn,
+) -> None:
+    add(cairn, "alices")
+    first = fire(cairn, "alices")
+    add(cairn, "admins", actor="admin")
+    add(cairn, "alices-too")
+    admins = fire(cairn, "admins")
+    alices_too = fire(cairn, "alices-too")
+
+    def previous(job_id: int) -> int | None:
+        job = cairn.job(job_id)
+        with cairn.store.begin() as conn:
+            found = previous_scheduled_job(conn, job, "Tidy the notes")
+        return found.id if found is not None else None
+
+    assert previous(admins) is None, "another requester's schedule is not this one's past"
+    assert previous(alices_too) is None, "nor is a live schedule of the same requester"
+    with cairn.store.begin() as conn:
+        remove_schedule(conn, "alices", actor="alice")
+        remove_schedule(conn, "admins", actor="admin")
+    add(cairn, "alices-again")
+    again = fire(cairn, "alices-again")
+    assert previous(again) == first, "a schedule added again continues from its removed self"
+    assert previous(admins) is None
+
+
+def test_a_manual_fire_just_after_a_cron_time_does_not_swallow_that_cron_run(
+    cairn: Cairn,
+) -> None:
+    added = add(cairn, created=DAY - timedelta(days=2))
+    sanitizer = user_sanitizer(cairn.config)
+    with cairn.store.begin() as conn:
+        manual = fire_now(
+            conn, "nightly", sanitizer, now=DAY + timedelta(seconds=10), actor="alice"
+        )
+    with cairn.store.begin() as conn:
+        assert due_fire_time(conn, added, DAY + timedelta(seconds=20)) == DAY
+    [cron] = fire_due(cairn.store, sanitizer, now=DAY + timedelta(seconds=20))
+    assert (cron.fire_at, cron.trigger) == (DAY, FiringTrigger.cron)
+    assert cron.job_id is not None and cron.job_id != manual.job_id
+    assert fire_due(cairn.store, sanitizer, now=DAY + timedelta(hours=1)) == [], "fired once"
+    with cairn.store.begin() as conn:
+        [view] = schedule_views(conn, now=DAY + timedelta(hours=1))
+    assert view.last_job == manual.job_id, "the list shows the latest firing, manual or not"
 
 
 def test_cron_aliases_and_spacing_are_stored_in_one_form() -> None:

@@ -71,35 +71,44 @@ def schedule_list(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
         if view.last_fire_at is not None:
             made = f"job {view.last_job}" if view.last_job else "no job"
             last = f"last {view.last_fire_at:%Y-%m-%d %H:%M} UTC ({made})"
+        upcoming = f"next {view.next_fire_at:%Y-%m-%d %H:%M} UTC" if view.next_fire_at else "never"
         console.print(
-            f"{view.name:<16} {view.room:<12} {view.cron:<16} next "
-            f"{view.next_fire_at:%Y-%m-%d %H:%M} UTC, {last}  {view.request.splitlines()[0][:50]}"
+            f"{view.name:<16} {view.room:<12} {view.cron:<16} {upcoming}, {last}  "
+            f"{view.request.splitlines()[0][:50]}"
         )
+        if view.problem:
+            console.print(f"  {view.problem}", style="red")
         if view.last_note:
             console.print(f"  {view.last_note}", style="yellow")
 
 
 @schedule_app.command("remove")
-def schedule_remove(ctx: typer.Context, name: str = NAME_ARGUMENT) -> None:
-    """Remove a schedule; the jobs it submitted stay as they are."""
+def schedule_remove(
+    ctx: typer.Context, name: str = NAME_ARGUMENT, as_user: str | None = AS_OPTION
+) -> None:
+    """Remove a schedule (its requester or a group admin); the jobs it submitted stay."""
     from cairn.jobs.schedules import remove_schedule
 
-    with session(ctx).store() as store, store.begin() as conn:
-        removed = remove_schedule(conn, name)
+    s = session(ctx)
+    with s.store() as store, store.begin() as conn:
+        removed = remove_schedule(conn, name, actor=s.actor(as_user))
     console.print(f"schedule {removed.name} removed")
 
 
 @schedule_app.command("fire")
 def schedule_fire(
-    ctx: typer.Context, name: str = NAME_ARGUMENT, as_json: bool = JSON_OPTION
+    ctx: typer.Context,
+    name: str = NAME_ARGUMENT,
+    as_json: bool = JSON_OPTION,
+    as_user: str | None = AS_OPTION,
 ) -> None:
-    """Fire a schedule now: submit its scheduled job (the group's policy decides its run)."""
+    """Fire a schedule now (its requester or a group admin): submit its scheduled job."""
     from cairn.jobs.schedules import fire_now
     from cairn.sanitize import user_sanitizer
 
     s = session(ctx)
     with s.store() as store, store.begin() as conn:
-        firing = fire_now(conn, name, user_sanitizer(s.config))
+        firing = fire_now(conn, name, user_sanitizer(s.config), actor=s.actor(as_user))
     if as_json:
         print_json({"job": firing.job_id, "fire_at": firing.fire_at.isoformat()})
     else:

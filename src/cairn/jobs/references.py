@@ -4,7 +4,8 @@ The repository's own documents (README, AGENTS.md, CONTRIBUTING.md, when the job
 holds them), each bounded and masked, and at most the previous scheduled run's result
 summary and diffstat: never an earlier run's conversation, so nothing accumulates from one
 run to the next. The previous run is the same schedule's last job before this one, else
-(a schedule removed and added again) the last scheduled job in the room with the same request.
+(a schedule removed and added again) the last scheduled job in the room with the same request
+and requester whose own schedule is gone.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from cairn.sanitize import bound
 from cairn.store import jobs as job_ledger
 from cairn.store import schedules
 from cairn.store.records import Job
-from cairn.store.schema import jobs, requests
+from cairn.store.schema import jobs, requests, schedule_firings
 
 if TYPE_CHECKING:
     from cairn.jobs.drive import Drive
@@ -75,18 +76,32 @@ def _previous_run(drive: Drive) -> str:
 
 
 def previous_scheduled_job(conn: sa.Connection, job: Job, request_text: str) -> Job | None:
-    """The previous run of the same schedule, else of the same request in the same room."""
+    """The previous run of the same schedule, else of a removed schedule it was added again as.
+
+    The fallback (same room, same request text) finds what a schedule removed and added again
+    last did: its firings went with it, so its jobs belong to no schedule. It takes only such
+    jobs, of the same requester. A job that another live schedule made is that schedule's
+    run, not this one's, and another requester's result summary is not this requester's to
+    start from: the first run of a schedule never begins from another schedule's run.
+    """
     firing = schedules.firing_of_job(conn, job.id)
     earlier = schedules.earlier_job(conn, firing.schedule_id, job.id) if firing else None
     if earlier is None:
+        requester = job_ledger.get_request(conn, job.request_id).requester_id
         query = (
             sa.select(sa.func.max(jobs.c.id))
-            .select_from(jobs.join(requests, jobs.c.request_id == requests.c.id))
+            .select_from(
+                jobs.join(requests, jobs.c.request_id == requests.c.id).outerjoin(
+                    schedule_firings, schedule_firings.c.job_id == jobs.c.id
+                )
+            )
             .where(
                 jobs.c.room_id == job.room_id,
                 jobs.c.id < job.id,
                 requests.c.kind == "scheduled",
                 requests.c.text == request_text,
+                requests.c.requester_id == requester,
+                schedule_firings.c.id.is_(None),
             )
         )
         earlier = conn.execute(query).scalar()

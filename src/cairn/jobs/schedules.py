@@ -6,7 +6,8 @@ while no runner ran are not a backlog, they are one firing, recorded with that l
 However many runners find it due, the firings ledger lets one of them submit the job.
 
 The requester (`--as`) is checked when the schedule is added and again at every firing: a
-requester who lost access gets no job, and the firing records why.
+requester who lost access gets no job, and the firing records why. Removing a schedule or
+firing it by hand is for its requester or an admin of its room's group.
 """
 
 from __future__ import annotations
@@ -18,13 +19,13 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from cairn.errors import CairnError, NotAllowed, UsageError
+from cairn.errors import CairnError, NotAllowed, NotFound, UsageError
 from cairn.jobs.submit import REQUEST_LIMIT, submit_job
 from cairn.sanitize import Sanitizer, secret_spans, strip_control
 from cairn.store import Store
 from cairn.store import schedules as ledger
 from cairn.store.identity import get_group, get_user, membership
-from cairn.store.records import Firing, FiringOutcome, FiringTrigger, Schedule
+from cairn.store.records import Firing, FiringOutcome, FiringTrigger, Role, Schedule
 from cairn.store.rooms import get_room
 from cairn.store.schema import utcnow
 
@@ -118,15 +119,20 @@ def add_schedule(
     )
 
 
-def remove_schedule(conn: sa.Connection, name: str) -> Schedule:
-    """Remove a schedule; the jobs it already submitted are left as they are."""
+def remove_schedule(conn: sa.Connection, name: str, *, actor: str) -> Schedule:
+    """Remove a schedule (its requester or a group admin); the jobs it submitted stay."""
+    _require_requester_or_admin(conn, ledger.get(conn, name), actor, "remove")
     return ledger.remove(conn, name)
 
 
 def due_fire_time(conn: sa.Connection, schedule: Schedule, now: datetime) -> datetime | None:
-    """The fire time the schedule is due for at `now`, or None when it is not due."""
+    """The fire time the schedule is due for at `now`, or None when it is not due.
+
+    Only cron firings count as having fired a cron time: a manual fire just after one (the
+    runner not having polled yet) is an extra run, and the cron time still gets its own.
+    """
     latest = latest_fire_time(schedule.cron, now)
-    last = ledger.last_firing(conn, schedule.id)
+    last = ledger.last_firing(conn, schedule.id, FiringTrigger.cron)
     since = max(schedule.created_at, last.fire_at) if last else schedule.created_at
     return latest if latest > since else None
 
@@ -171,14 +177,25 @@ def fire(
 
 
 def fire_now(
-    conn: sa.Connection, name: str, sanitizer: Sanitizer, now: datetime | None = None
+    conn: sa.Connection,
+    name: str,
+    sanitizer: Sanitizer,
+    now: datetime | None = None,
+    *,
+    actor: str,
 ) -> Firing:
     """Fire the schedule `name` at once (`cairn schedule fire`), recorded at the time now.
 
-    A firing that would make no job is refused instead (NotAllowed, saying why), and the
-    caller's transaction, rolled back, records nothing: the person asking is told directly.
+    Only its requester or an admin of its room's group may (NotAllowed otherwise); the job
+    is still submitted as the requester. A firing that would make no job is refused instead
+    (NotAllowed, saying why), and the caller's transaction, rolled back, records nothing:
+    the person asking is told directly.
     """
+    # Locked, like a runner's firing: a remove under way finishes first, or waits for this.
     schedule = ledger.get(conn, name)
+    if ledger.find(conn, schedule.id, lock=True) is None:
+        raise NotFound(f"schedule {name!r} was removed just now; list the schedules")
+    _require_requester_or_admin(conn, schedule, actor, "fire")
     firing = fire(conn, schedule, now or utcnow(), FiringTrigger.manual, sanitizer)
     if firing is None:
         raise UsageError(f"schedule {name!r} was fired at this very moment already; try again")
@@ -190,7 +207,9 @@ def fire_now(
 def fire_due(store: Store, sanitizer: Sanitizer, now: datetime | None = None) -> list[Firing]:
     """Fire every schedule due at `now`, each in its own transaction; the firings this made.
 
-    A schedule another runner fired first is passed over quietly.
+    A schedule another runner fired first, or removed since the list was read, is passed
+    over quietly; one whose cron no longer reads (a row no cairn wrote) is logged, saying
+    why, and left for a person to fix (`schedule list` shows it too).
     """
     at = now or utcnow()
     with store.begin() as conn:
@@ -199,6 +218,9 @@ def fire_due(store: Store, sanitizer: Sanitizer, now: datetime | None = None) ->
     for schedule in every:
         try:
             firing = _fire_if_due(store, schedule, at, sanitizer)
+        except UsageError as broken:
+            _log.warning("schedule %s cannot fire: %s", schedule.name, broken)
+            continue
         except Exception:
             # One schedule that cannot fire (a row no cairn wrote) must not hold up the others.
             _log.exception("schedule %s could not fire; trying again later", schedule.name)
@@ -211,14 +233,34 @@ def fire_due(store: Store, sanitizer: Sanitizer, now: datetime | None = None) ->
 def _fire_if_due(
     store: Store, schedule: Schedule, at: datetime, sanitizer: Sanitizer
 ) -> Firing | None:
+    """Fire the schedule if due, read again (and locked) in this transaction.
+
+    A UsageError when its stored cron no longer reads, saying why.
+    """
     with store.begin() as conn:
-        fire_at = due_fire_time(conn, schedule, at)
+        current = ledger.find(conn, schedule.id, lock=True)
+        if current is None:
+            _log.info("schedule %s was removed before it fired; passed over", schedule.name)
+            return None
+        _stored_cron_problem(current)
+        fire_at = due_fire_time(conn, current, at)
         if fire_at is None:
             return None
-        firing = fire(conn, schedule, fire_at, FiringTrigger.cron, sanitizer)
+        firing = fire(conn, current, fire_at, FiringTrigger.cron, sanitizer)
     if firing is None:
         _log.debug("schedule %s at %s was fired by another runner", schedule.name, fire_at)
     return firing
+
+
+def _stored_cron_problem(schedule: Schedule) -> None:
+    """Raise a UsageError naming the schedule when its stored cron is not one cairn takes."""
+    try:
+        check_cron(schedule.cron)
+    except UsageError as exc:
+        raise UsageError(
+            f"{exc}. It was stored outside cairn and does not fire until the schedule is "
+            "removed and added again with a valid --cron"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -231,11 +273,13 @@ class ScheduleView:
     request: str
     agent: str
     requester: str
-    next_fire_at: datetime
+    next_fire_at: datetime | None
+    """None when the stored cron does not read (`problem` says why)."""
     last_fire_at: datetime | None
     last_job: int | None
     last_outcome: str | None
     last_note: str | None
+    problem: str | None = None
 
     def to_data(self) -> dict[str, Any]:
         """The JSON form of `schedule list --json`."""
@@ -246,11 +290,12 @@ class ScheduleView:
             "request": self.request,
             "agent": self.agent,
             "requester": self.requester,
-            "next_fire_at": self.next_fire_at.isoformat(),
+            "next_fire_at": self.next_fire_at.isoformat() if self.next_fire_at else None,
             "last_fire_at": self.last_fire_at.isoformat() if self.last_fire_at else None,
             "last_job": self.last_job,
             "last_outcome": self.last_outcome,
             "last_note": self.last_note,
+            "problem": self.problem,
         }
 
 
@@ -260,6 +305,13 @@ def schedule_views(conn: sa.Connection, now: datetime | None = None) -> list[Sch
     views = []
     for schedule in ledger.list_schedules(conn):
         last = ledger.last_firing(conn, schedule.id)
+        next_at: datetime | None = None
+        problem = None
+        try:
+            _stored_cron_problem(schedule)
+            next_at = next_fire_time(schedule.cron, max(at, schedule.created_at))
+        except UsageError as exc:
+            problem = str(exc)
         views.append(
             ScheduleView(
                 name=schedule.name,
@@ -268,11 +320,12 @@ def schedule_views(conn: sa.Connection, now: datetime | None = None) -> list[Sch
                 request=schedule.request,
                 agent=str(schedule.agent.get("adapter", "")),
                 requester=get_user(conn, schedule.requester_id).name,
-                next_fire_at=next_fire_time(schedule.cron, max(at, schedule.created_at)),
+                next_fire_at=next_at,
                 last_fire_at=last.fire_at if last else None,
                 last_job=last.job_id if last else None,
                 last_outcome=last.outcome.value if last else None,
                 last_note=last.note if last else None,
+                problem=problem,
             )
         )
     return views
@@ -287,6 +340,23 @@ def _denied(conn: sa.Connection, group_id: int, user_id: int, user_name: str) ->
             "schedule's room; add them to the group, or add the schedule as a member"
         )
     return None
+
+
+def _require_requester_or_admin(
+    conn: sa.Connection, schedule: Schedule, actor: str, what: str
+) -> None:
+    """Refuse unless `actor` is the schedule's requester or an admin of its room's group."""
+    user = get_user(conn, actor)
+    if user.id == schedule.requester_id:
+        return
+    group = get_group(conn, get_room(conn, schedule.room_id).group_id)
+    found = membership(conn, group.id, user.id)
+    if found is None or found.role is not Role.admin:
+        raise NotAllowed(
+            f"{user.name} may not {what} schedule {schedule.name}: only its requester "
+            f"({get_user(conn, schedule.requester_id).name}) or an admin of group "
+            f"{group.name}, which owns its room, can; ask one of them, or use --as"
+        )
 
 
 def _cron_problem(exc: Exception) -> str:

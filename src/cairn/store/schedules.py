@@ -62,6 +62,14 @@ def get(conn: sa.Connection, key: int | str) -> Schedule:
     return Schedule.from_row(row)
 
 
+def find(conn: sa.Connection, schedule_id: int, *, lock: bool = False) -> Schedule | None:
+    """The schedule with this id, None when it was removed; `lock` holds its row (PostgreSQL)
+    until the transaction ends, so a remove waits for a firing under way, or it for a remove."""
+    query = sa.select(schedules).where(schedules.c.id == schedule_id)
+    row = conn.execute(query.with_for_update() if lock else query).first()
+    return Schedule.from_row(row) if row is not None else None
+
+
 def list_schedules(conn: sa.Connection) -> list[Schedule]:
     """Every schedule, oldest first."""
     query = sa.select(schedules).order_by(schedules.c.id)
@@ -70,7 +78,10 @@ def list_schedules(conn: sa.Connection) -> list[Schedule]:
 
 def remove(conn: sa.Connection, name: str) -> Schedule:
     """Drop the schedule and its firings ledger; the jobs it submitted stay as they are."""
+    # Locked first: a runner firing it meanwhile either finishes first (its firing is
+    # dropped with the rest) or finds the schedule gone, never a firing left pointing at none.
     schedule = get(conn, name)
+    find(conn, schedule.id, lock=True)
     conn.execute(sa.delete(schedule_firings).where(schedule_firings.c.schedule_id == schedule.id))
     conn.execute(sa.delete(schedules).where(schedules.c.id == schedule.id))
     return schedule
@@ -116,14 +127,14 @@ def settle_firing(
     return Firing.from_row(row.one())
 
 
-def last_firing(conn: sa.Connection, schedule_id: int) -> Firing | None:
-    """The schedule's latest firing by fire time, made or skipped; None before the first."""
-    query = (
-        sa.select(schedule_firings)
-        .where(schedule_firings.c.schedule_id == schedule_id)
-        .order_by(schedule_firings.c.fire_at.desc(), schedule_firings.c.id.desc())
-        .limit(1)
-    )
+def last_firing(
+    conn: sa.Connection, schedule_id: int, trigger: FiringTrigger | None = None
+) -> Firing | None:
+    """The schedule's latest firing by fire time, made or skipped (of `trigger` if given)."""
+    query = sa.select(schedule_firings).where(schedule_firings.c.schedule_id == schedule_id)
+    if trigger is not None:
+        query = query.where(schedule_firings.c.trigger == FiringTrigger(trigger).value)
+    query = query.order_by(schedule_firings.c.fire_at.desc(), schedule_firings.c.id.desc()).limit(1)
     row = conn.execute(query).first()
     return Firing.from_row(row) if row is not None else None
 
