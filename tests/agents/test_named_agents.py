@@ -93,8 +93,9 @@ def test_a_name_without_a_colon_resolves_through_the_lookup_and_is_copied() -> N
     assert asked == ["local-qwen"]
     with pytest.raises(UsageError, match=r"no agent named 'other'.*cairn agent list"):
         load_agent_spec("other", named=lookup)
-    with pytest.raises(UsageError, match="no agent named by that name"):
+    with pytest.raises(UsageError, match="names no known agent or adapter") as refused:
         load_agent_spec("/home/me/secret.yaml", named=lookup)
+    assert "/home/me" not in str(refused.value)
 
 
 def test_without_a_lookup_or_with_a_colon_the_adapter_builds_the_spec(tmp_path: Any) -> None:
