@@ -8,6 +8,8 @@
 - `silent_server`: a server that accepts connections and never answers.
 - `openai_server`: `ScriptedOpenAIServer`, an OpenAI-compatible chat completions server on
   127.0.0.1 that replays scripted answers per conversation (`openai_script`: the answers).
+- `responses_server`: `ScriptedResponsesServer`, the same for OpenAI's Responses API (what
+  Codex CLI speaks), streaming its events (`responses_script`: the wire, `CustomToolCall`).
 - `fake_forge`: `FakeForge`, a GitHub- or GitLab-shaped forge on 127.0.0.1 (REST API, git
   over smart HTTP, OAuth), recording every call (`fake_forge_api`, `fake_forge_state`).
 - `plugin`: the pytest plugin (entry point `cairn`) offering all of the above as fixtures;
@@ -27,15 +29,20 @@ from cairn.testing.openai_script import (
     tool_call_answer,
 )
 from cairn.testing.openai_server import RecordedRequest, ScriptedOpenAIServer
+from cairn.testing.responses_script import CustomToolCall
+from cairn.testing.responses_server import RecordedResponsesRequest, ScriptedResponsesServer
 
 __all__ = [
     "Answer",
+    "CustomToolCall",
     "FakeForge",
     "Fault",
     "FinishReason",
     "RecordedCall",
     "RecordedRequest",
+    "RecordedResponsesRequest",
     "ScriptedOpenAIServer",
+    "ScriptedResponsesServer",
     "ToolCall",
     "fault_answer",
     "json_call_answer",

@@ -16,6 +16,8 @@ has cairn gets these fixtures; a conftest.py fixture of the same name takes prec
   cairn.testing.auditor.FakeAuditor, fresh for each test.
 - `openai_server`: a `ScriptedOpenAIServer` (cairn.testing.openai_server) with no script yet
   (`add_answers(marker, ...)`) and the API key `openai_server.api_key`; closed after the test.
+- `responses_server`: the same for OpenAI's Responses API, a `ScriptedResponsesServer`
+  (cairn.testing.responses_server).
 - `fake_forge`: a GitHub-shaped `FakeForge` (cairn.testing.fake_forge) on 127.0.0.1 holding
   `acme/app` (a copy of `sample_repo`), with a read-and-write token `fake_forge.test_token`;
   `fake_forge.kind` is "gitlab" when the test is parametrized indirectly with "gitlab".
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
     from cairn.testing.harness import Cairn, Turns
     from cairn.testing.installers import FakeInstaller
     from cairn.testing.openai_server import ScriptedOpenAIServer
+    from cairn.testing.responses_server import ScriptedResponsesServer
 
 # Heavy modules (SQLAlchemy, the store) are imported inside the fixtures: pytest loads this
 # plugin in every run of an environment that has cairn, also runs that never use it.
@@ -187,6 +190,16 @@ def openai_server() -> Iterator[ScriptedOpenAIServer]:
     from cairn.testing.openai_server import TEST_API_KEY, ScriptedOpenAIServer
 
     with ScriptedOpenAIServer(api_key=TEST_API_KEY) as server:
+        yield server
+
+
+@pytest.fixture
+def responses_server() -> Iterator[ScriptedResponsesServer]:
+    """A scripted Responses API server on 127.0.0.1; script it with `add_answers`."""
+    from cairn.testing.openai_server import TEST_API_KEY
+    from cairn.testing.responses_server import ScriptedResponsesServer
+
+    with ScriptedResponsesServer(api_key=TEST_API_KEY) as server:
         yield server
 
 
