@@ -27,6 +27,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from cairn.errors import UsageError, WorkspaceError
+from cairn.testing import ScriptedResponsesServer, text_answer
 from cairn.workspace.commands import command_environment, sandbox_argv, sandbox_problem
 from cairn.workspace.egress import Egress, parse_endpoint
 
@@ -145,6 +146,19 @@ def _fetch_inside(
     tmp_path: Path, egress: Egress, url: str, *, cafile: Path | None = None, proxy_all: bool = False
 ) -> dict[str, object]:
     """Fetch `url` from inside cairn's sandbox (cairn's home hidden) through `egress`."""
+    client = [sys.executable, "-c", CLIENT, url, *([str(cafile)] if cafile else [])]
+    result: dict[str, object] = json.loads(_run_inside(tmp_path, egress, client, proxy_all))
+    return result
+
+
+def _run_inside(
+    tmp_path: Path,
+    egress: Egress,
+    command: list[str],
+    proxy_all: bool = False,
+    extra: dict[str, str] | None = None,
+) -> str:
+    """Run `command` in cairn's sandbox (cairn's home hidden) through `egress`: its last line."""
     workspace, private_tmp = tmp_path / "ws", tmp_path / "private"
     workspace.mkdir(exist_ok=True)
     private_tmp.mkdir(exist_ok=True)
@@ -152,17 +166,15 @@ def _fetch_inside(
     assert bwrap is not None
     outer = sandbox_argv(bwrap, workspace, private_tmp, [tmp_path / "home"])
     assert outer[-1] == "--"
-    client = [sys.executable, "-c", CLIENT, url, *([str(cafile)] if cafile else [])]
-    argv = [*outer[:-1], *egress.bwrap_args, "--", *egress.inner_prefix, *client]
-    env = command_environment(private_tmp, extra=egress.environment)
+    argv = [*outer[:-1], *egress.bwrap_args, "--", *egress.inner_prefix, *command]
+    env = command_environment(private_tmp, extra={**egress.environment, **(extra or {})})
     if proxy_all:  # a client that sends loopback through the proxy too
         env = {k: v for k, v in env.items() if k.lower() != "no_proxy"}
     done = subprocess.run(
         argv, env=env, cwd=workspace, capture_output=True, text=True, timeout=60, check=False
     )
     assert done.returncode == 0, done.stderr
-    result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+    return done.stdout.strip().splitlines()[-1]
 
 
 def _folder(tmp_path: Path) -> Path:
@@ -231,6 +243,70 @@ def test_a_direct_connection_to_an_external_address_has_no_route(
         egress.environment["NO_PROXY"] = egress.environment["no_proxy"] = "*"
         result = _fetch_inside(tmp_path, egress, "http://192.0.2.1/")
     assert "unreachable" in str(result["error"])
+
+
+SDK_CLIENT = """
+import os, sys
+from openai import OpenAI
+with OpenAI(base_url=sys.argv[1], max_retries=0, timeout=20) as client:
+    with client.responses.create(model="m", input="job-a: greet", stream=True) as stream:
+        text = "".join(e.delta for e in stream if e.type == "response.output_text.delta")
+print(text)
+"""
+
+
+@pytest.mark.parametrize("proxy_all", [False, True], ids=["direct", "through-the-proxy"])
+def test_the_openai_sdk_inside_streams_from_a_scripted_server_outside(
+    tmp_path: Path, responses_server: ScriptedResponsesServer, proxy_all: bool
+) -> None:
+    responses_server.add_answers("job-a", text_answer("hello from outside the sandbox"))
+    assert responses_server.api_key is not None
+    with Egress([responses_server.base_url], _folder(tmp_path)) as egress:
+        command = [sys.executable, "-c", SDK_CLIENT, egress.url_inside(responses_server.base_url)]
+        key = {"OPENAI_API_KEY": responses_server.api_key}
+        said = _run_inside(tmp_path, egress, command, proxy_all, extra=key)
+    assert said == "hello from outside the sandbox"
+    (request,) = responses_server.requests
+    assert request.authorization_matched and request.conversation == "job-a"
+    # The proxy makes every relayed request the last of its connection; the SDK asks for more.
+    assert request.headers["connection"] == ("close" if proxy_all else "keep-alive")
+
+
+def test_a_bridge_carries_both_directions_at_once(tmp_path: Path) -> None:
+    # An echo server: the client sends megabytes while the echo comes back, as a tunnelled
+    # HTTP/2 stream does; a relay that only did one direction at a time would stall.
+    listener = socket.create_server(("127.0.0.1", 0))
+    payload = bytes(range(256)) * 16384  # 4 MiB
+
+    def echo() -> None:
+        connection, _ = listener.accept()
+        with connection:
+            while data := connection.recv(65536):
+                connection.sendall(data)
+
+    echoing = threading.Thread(target=echo)
+    echoing.start()
+    port = listener.getsockname()[1]
+    received = bytearray()
+    with (
+        Egress([f"http://127.0.0.1:{port}"], tmp_path / "egress") as egress,
+        socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock,
+    ):
+        sock.settimeout(30)
+        sock.connect(str(egress.folder / f"direct-{port}.sock"))
+
+        def send() -> None:
+            sock.sendall(payload)
+            sock.shutdown(socket.SHUT_WR)
+
+        sending = threading.Thread(target=send)
+        sending.start()
+        while piece := sock.recv(65536):
+            received += piece
+        sending.join()
+    echoing.join()
+    listener.close()
+    assert received == payload
 
 
 # The proxy itself, spoken to over its Unix socket as the bridge inside does.

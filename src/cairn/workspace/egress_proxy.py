@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import os
-import selectors
 import socket
 import socketserver
 import threading
@@ -80,29 +79,33 @@ def _same_host(a: str, b: str) -> bool:
 
 
 class _Relay:
-    """Copies bytes both ways between two sockets until both directions are done."""
+    """Copies bytes both ways between two sockets until both directions are done.
+
+    One thread a direction: a single thread blocked sending one way could wait forever on a
+    peer that is itself blocked sending the other way (HTTP/2 in a tunnel does both at once).
+    """
 
     def __init__(self, one: socket.socket, other: socket.socket) -> None:
-        self.peers = {one: other, other: one}
+        self.one, self.other = one, other
 
-    def run(self, stopping: threading.Event) -> None:
-        with selectors.DefaultSelector() as selector:
-            for sock in self.peers:
-                selector.register(sock, selectors.EVENT_READ)
-            open_reads = 2
-            while open_reads and not stopping.is_set():
-                for key, _ in selector.select(timeout=0.2):
-                    source: socket.socket = key.fileobj  # type: ignore[assignment]
-                    try:
-                        data = source.recv(_PIECE)
-                        if data:
-                            self.peers[source].sendall(data)
-                            continue
-                        self.peers[source].shutdown(socket.SHUT_WR)  # pass the half-close on
-                    except OSError:
-                        return  # either side reset: the other is closed by the caller
-                    selector.unregister(source)
-                    open_reads -= 1
+    def run(self) -> None:
+        back = threading.Thread(target=_copy, args=(self.other, self.one), daemon=True)
+        back.start()
+        _copy(self.one, self.other)
+        back.join()
+
+
+def _copy(source: socket.socket, target: socket.socket) -> None:
+    """Copy `source` to `target` until it ends, then pass the half-close on."""
+    try:
+        while data := source.recv(_PIECE):
+            target.sendall(data)
+        target.shutdown(socket.SHUT_WR)
+    except OSError:
+        # Either side reset or the server stopped: end both directions.
+        for sock in (source, target):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
 
 
 class _UnixServer(socketserver.ThreadingUnixStreamServer):
@@ -112,7 +115,6 @@ class _UnixServer(socketserver.ThreadingUnixStreamServer):
     block_on_close = False
 
     def __init__(self, path: Path, handler: type[socketserver.BaseRequestHandler]) -> None:
-        self.stopping = threading.Event()
         self._open: set[socket.socket] = set()
         self._open_lock = threading.Lock()
         old = os.umask(0o177)  # the socket file is the owner's alone
@@ -148,7 +150,6 @@ class _UnixServer(socketserver.ThreadingUnixStreamServer):
 
     def stop(self) -> None:
         """Stop accepting, end every relay, and remove the socket file."""
-        self.stopping.set()
         self.shutdown()
         with self._open_lock:
             connections = list(self._open)
@@ -180,7 +181,7 @@ class _BridgeHandler(socketserver.BaseRequestHandler):
         upstream.settimeout(None)
         self.server.track(upstream)
         try:
-            _Relay(self.request, upstream).run(self.server.stopping)
+            _Relay(self.request, upstream).run()
         finally:
             self.server.forget(upstream)
 
@@ -254,7 +255,7 @@ class _ProxyHandler(socketserver.BaseRequestHandler):
                 upstream.sendall(upstream_head)
             if rest:
                 upstream.sendall(rest)
-            _Relay(self.request, upstream).run(self.server.stopping)
+            _Relay(self.request, upstream).run()
         except OSError:
             pass
         finally:
