@@ -122,6 +122,17 @@ def test_the_stream_is_named_events_of_json(server: ScriptedResponsesServer) -> 
     assert names.index("response.function_call_arguments.done") < names.index("response.completed")
 
 
+def test_a_chunked_request_body_is_read(server: ScriptedResponsesServer) -> None:
+    server.add_answers("job-a", text_answer("read it"))
+    body = json.dumps({"model": MODEL, "input": "job-a: add hello.txt"}).encode()
+    pieces = iter([body[:10], body[10:]])  # an iterator: httpx sends it chunked
+    headers = {"Authorization": f"Bearer {TEST_API_KEY}", "Content-Type": "application/json"}
+    answer = httpx.post(f"{server.base_url}/responses", content=pieces, headers=headers)
+    assert answer.status_code == 200
+    assert answer.json()["output"][0]["content"][0]["text"] == "read it"
+    assert server.requests[0].headers["transfer-encoding"] == "chunked"
+
+
 def test_a_non_streamed_answer_parses_with_the_sdk(server: ScriptedResponsesServer) -> None:
     server.add_answers("job-a", text_answer("All done."))
     response = _client(server).responses.create(model=MODEL, input="job-a: add hello.txt")

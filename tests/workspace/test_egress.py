@@ -416,6 +416,21 @@ def test_sockets_are_removed_on_exit_even_on_an_exception(
     assert egress.refusals == ()
 
 
+def test_sockets_left_by_a_killed_run_do_not_stop_the_next(
+    tmp_path: Path, endpoint: ThreadingHTTPServer
+) -> None:
+    folder = tmp_path / "egress"
+    folder.mkdir()
+    port = endpoint.server_address[1]
+    for name in ("proxy.sock", f"direct-{port}.sock"):  # bound, never unlinked: a SIGKILL
+        left = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        left.bind(str(folder / name))
+        left.close()
+    with Egress([_url(endpoint)], folder) as egress:
+        answer = _ask_proxy(egress, f"GET {_url(endpoint)}/again HTTP/1.1")
+    assert answer.startswith(b"HTTP/1.0 200") and answer.endswith(b"hello /again")
+
+
 def test_the_environment_points_every_proxy_variable_at_the_inside_port(tmp_path: Path) -> None:
     egress = Egress(["http://127.0.0.1:3128/v1", "https://api.example.com"], tmp_path / "e")
     assert egress.proxy_port != 3128  # the forwarded endpoint port keeps its own number

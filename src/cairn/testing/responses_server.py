@@ -269,9 +269,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         """`POST /v1/responses`: the conversation's next scripted answer."""
-        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         try:
-            body = json.loads(raw)
+            body = json.loads(self._read_body())
         except ValueError:
             body = None
         request = self._received(body)
@@ -289,6 +288,18 @@ class _Handler(BaseHTTPRequestHandler):
             self._answer(recorded, answer)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True  # the client went away (its timeout): nothing to do
+
+    def _read_body(self) -> bytes:
+        """The request body, sent with a Content-Length or chunked (as some clients stream it)."""
+        if "chunked" not in self.headers.get("Transfer-Encoding", "").lower():
+            return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        body = b""
+        while size := int(self.rfile.readline().split(b";")[0].strip() or b"0", 16):
+            body += self.rfile.read(size)
+            self.rfile.readline()  # the CRLF after each chunk
+        while self.rfile.readline().strip():
+            pass  # trailers, up to the blank line
+        return body
 
     def _received(self, body: Any) -> RecordedResponsesRequest:
         header = self.headers.get("Authorization")

@@ -19,15 +19,18 @@ before the `--` that ends `commands.sandbox_argv`), whatever the sandbox covers.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import shlex
 import shutil
+import stat
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from cairn.errors import UsageError, WorkspaceError
+from cairn.workspace.commands import INSTALL_HINT
 from cairn.workspace.egress_proxy import AllowlistProxy, HostPort, TcpBridge, normal_host
 
 INSIDE_FOLDER = "/dev/cairn-egress"
@@ -41,10 +44,6 @@ _LOOPBACK_NAMES = ("localhost", "localhost.localdomain")
 _SOCAT_HINT = (
     "install socat (for example `apt-get install socat`, `dnf install socat` or "
     "`pacman -S socat`) and run the job again"
-)
-_BWRAP_HINT = (
-    "install bubblewrap (for example `apt-get install bubblewrap`, `dnf install bubblewrap` "
-    "or `pacman -S bubblewrap`) and run the job again"
 )
 
 
@@ -95,7 +94,7 @@ class Egress:
                 "use a shorter CAIRN_HOME path and run the job again"
             )
         self._socat = _required("socat", _SOCAT_HINT)
-        _required("bwrap", _BWRAP_HINT)
+        _required("bwrap", INSTALL_HINT)
         # Each loopback endpoint's port is forwarded inside as itself; the proxy takes a port
         # none of them uses.
         self._forwarded = sorted({port for host, port in self.endpoints if is_loopback(host)})
@@ -116,6 +115,7 @@ class Egress:
         if self._proxy is not None:
             raise RuntimeError("this Egress is already running")
         self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _remove_stale_sockets(self.folder)
         try:
             self._proxy = AllowlistProxy(self.folder / _PROXY_SOCKET, set(self.endpoints))
             for port in self._forwarded:
@@ -191,6 +191,14 @@ class Egress:
             # is empty, so a client skipping the proxy for it reaches only those.
             env["NO_PROXY"] = env["no_proxy"] = "localhost,127.0.0.1,::1"
         return env
+
+
+def _remove_stale_sockets(folder: Path) -> None:
+    """Remove the sockets a run that was killed (and so never exited) left in `folder`."""
+    for path in [folder / _PROXY_SOCKET, *folder.glob("direct-*.sock")]:
+        with contextlib.suppress(FileNotFoundError):
+            if stat.S_ISSOCK(path.lstat().st_mode):
+                path.unlink()
 
 
 def _required(program: str, hint: str) -> str:
