@@ -23,6 +23,7 @@ from cairn.testing import (
     FinishReason,
     ScriptedResponsesServer,
     ToolCall,
+    codex_catalog_entry,
     fault_answer,
     text_answer,
     tool_call_answer,
@@ -289,7 +290,7 @@ def test_a_wrong_key_is_refused_and_no_key_is_recorded(server: ScriptedResponses
 
 def test_the_model_list_serves_the_sdk_and_codex(server: ScriptedResponsesServer) -> None:
     assert [m.id for m in _client(server).models.list()] == ["cairn-scripted"]
-    entry = {"slug": "cairn-scripted", "display_name": "cairn-scripted"}
+    entry = codex_catalog_entry("cairn-scripted")
     with ScriptedResponsesServer(codex_models=[entry]) as codex_server:
         # Codex CLI asks for its catalog with its version in the query.
         answer = httpx.get(f"{codex_server.base_url}/models?client_version=0.50.0")

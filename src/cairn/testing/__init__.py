@@ -29,7 +29,7 @@ from cairn.testing.openai_script import (
     tool_call_answer,
 )
 from cairn.testing.openai_server import RecordedRequest, ScriptedOpenAIServer
-from cairn.testing.responses_script import CustomToolCall
+from cairn.testing.responses_script import CustomToolCall, codex_catalog_entry
 from cairn.testing.responses_server import RecordedResponsesRequest, ScriptedResponsesServer
 
 __all__ = [
@@ -44,6 +44,7 @@ __all__ = [
     "ScriptedOpenAIServer",
     "ScriptedResponsesServer",
     "ToolCall",
+    "codex_catalog_entry",
     "fault_answer",
     "json_call_answer",
     "text_answer",

@@ -246,6 +246,38 @@ def _call_item(
     }
 
 
+def codex_catalog_entry(slug: str, *, context_window: int = 128_000) -> dict[str, Any]:
+    """A Codex CLI model catalog entry for a scripted model, so Codex offers it every tool.
+
+    Without an entry for its model name Codex CLI falls back to metadata that has no
+    `apply_patch` tool. Write `{"models": [entry]}` to a file named by `model_catalog_json`
+    in its config.toml (as checked with Codex CLI 0.171.0), or serve it with the server's
+    `codex_models`.
+    """
+    return {
+        "slug": slug,
+        "display_name": slug,
+        "description": "a scripted model (cairn.testing)",
+        "default_reasoning_level": "medium",
+        "supported_reasoning_levels": [{"effort": "medium", "description": "medium"}],
+        "shell_type": "shell_command",
+        "visibility": "list",
+        "minimal_client_version": [0, 1, 0],
+        "supported_in_api": True,
+        "priority": 1,
+        "upgrade": None,
+        "base_instructions": "You are a coding agent working in the user's repository.",
+        "supports_reasoning_summaries": False,
+        "support_verbosity": False,
+        "default_verbosity": None,
+        "apply_patch_tool_type": "freeform",  # apply_patch as a custom tool: CustomToolCall
+        "truncation_policy": {"mode": "bytes", "limit": 10_000},
+        "supports_parallel_tool_calls": False,
+        "context_window": context_window,
+        "experimental_supported_tools": [],
+    }
+
+
 def tool_outputs(body: Mapping[str, Any]) -> dict[str, str]:
     """What the client answered each tool call with: call_id -> output text."""
     found: dict[str, str] = {}

@@ -4,7 +4,10 @@ It stands in for OpenAI (or any Responses-compatible endpoint) under a client th
 Responses API, such as Codex CLI (`wire_api = "responses"`) or the `openai` SDK's
 `client.responses`: real HTTP, `POST /v1/responses` streamed as server-sent events
 (`event: NAME` / `data: JSON`, from `response.created` to `response.completed` with usage) or
-not, and `GET /v1/models` (the SDK's list, plus Codex CLI's `models` catalog).
+not, and `GET /v1/models` (the SDK's list, plus the `models` catalog Codex CLI asks for as
+`/v1/models?client_version=...` from providers that serve one; see
+`responses_script.codex_catalog_entry`). Codex CLI 0.171.0 edits through it with its
+`apply_patch` custom tool and runs `exec_command` function calls.
 
 It replays the chat server's answers (`openai_script.Answer`) per conversation. A conversation
 is named by a marker the test chooses, found in the request's instructions or its system,
