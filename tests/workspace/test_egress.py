@@ -13,6 +13,7 @@ import logging
 import shutil
 import socket
 import ssl
+import stat
 import subprocess
 import sys
 import threading
@@ -408,6 +409,8 @@ def test_sockets_are_removed_on_exit_even_on_an_exception(
         Egress([_url(endpoint)], folder) as egress,
     ):
         assert sorted(p.name for p in folder.iterdir()) == [f"direct-{port}.sock", "proxy.sock"]
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+        assert {stat.S_IMODE(p.stat().st_mode) for p in folder.iterdir()} == {0o600}
         # A tunnel still open when the run ends does not keep it from ending.
         sock.connect(str(folder / f"direct-{port}.sock"))
         raise RuntimeError("the turn failed")

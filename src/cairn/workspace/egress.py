@@ -115,6 +115,7 @@ class Egress:
         if self._proxy is not None:
             raise RuntimeError("this Egress is already running")
         self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.folder.chmod(0o700)  # cairn's own, holding only these sockets
         _remove_stale_sockets(self.folder)
         try:
             self._proxy = AllowlistProxy(self.folder / _PROXY_SOCKET, set(self.endpoints))

@@ -117,11 +117,10 @@ class _UnixServer(socketserver.ThreadingUnixStreamServer):
     def __init__(self, path: Path, handler: type[socketserver.BaseRequestHandler]) -> None:
         self._open: set[socket.socket] = set()
         self._open_lock = threading.Lock()
-        old = os.umask(0o177)  # the socket file is the owner's alone
-        try:
-            super().__init__(str(path), handler)
-        finally:
-            os.umask(old)
+        super().__init__(str(path), handler)
+        # The owner's alone. Not by umask: that is the whole process's, and other threads of
+        # the runner write files meanwhile. Until the chmod, the folder (0700) keeps others out.
+        os.chmod(path, 0o600)
         self._thread = threading.Thread(
             target=self.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         )
