@@ -226,7 +226,7 @@ def test_a_host_that_is_not_the_endpoint_is_refused_by_the_proxy(
     with Egress([_url(endpoint)], _folder(tmp_path)) as egress:
         plain = _fetch_inside(tmp_path, egress, "http://example.com/")
         tunnelled = _fetch_inside(tmp_path, egress, "https://example.com/")
-        refusals = egress.refusals
+    refusals = egress.refusals  # kept after the run, for the turn's diagnosis
     assert plain["status"] == 403
     assert "example.com:80 is not the model endpoint" in str(plain["body"])
     assert "403" in str(tunnelled["error"])  # urllib: "Tunnel connection failed: 403 Forbidden"
@@ -489,3 +489,13 @@ def test_a_missing_socat_names_the_command_that_installs_it(
     assert "socat, which is not installed" in message
     assert "`apt-get install socat`" in message
     assert str(tmp_path) not in message
+
+
+def test_a_folder_too_deep_for_unix_sockets_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(WorkspaceError, match="too deep for the sandbox's network sockets"):
+        Egress(["https://api.example.com"], tmp_path / ("x" * 120))
+
+
+def test_an_egress_without_endpoints_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="at least one model endpoint"):
+        Egress([], tmp_path / "egress")

@@ -107,6 +107,7 @@ class Egress:
         )
         self._proxy: AllowlistProxy | None = None
         self._bridges: list[TcpBridge] = []
+        self._refusals: tuple[str, ...] = ()  # the last run's, kept once it stopped
         self.bwrap_args = ["--unshare-net", "--ro-bind", str(self.folder), INSIDE_FOLDER]
         self.inner_prefix = ["/bin/sh", "-c", self._inner_script(), "cairn-egress"]
         self.environment = self._proxy_environment()
@@ -129,14 +130,19 @@ class Egress:
 
     def __exit__(self, *exc: object) -> None:
         servers = [*self._bridges, *([self._proxy] if self._proxy else [])]
+        if self._proxy is not None:
+            self._refusals = self._proxy.refusals
         self._proxy, self._bridges = None, []
         for server in servers:
             server.stop()
 
     @property
     def refusals(self) -> tuple[str, ...]:
-        """Why the proxy refused each request it refused (the last 100): for a diagnosis."""
-        return self._proxy.refusals if self._proxy else ()
+        """Why the proxy refused each request it refused (the last 100): for a diagnosis.
+
+        Still there after the run ends, so a turn's outcome can say what it was refused.
+        """
+        return self._proxy.refusals if self._proxy else self._refusals
 
     def url_inside(self, url: str) -> str:
         """The URL a program inside the sandbox uses for the endpoint `url`.
