@@ -249,10 +249,13 @@ def test_a_hanging_answer_times_out_in_the_sdk(server: ScriptedResponsesServer) 
 
 
 def test_a_stream_that_stops_without_its_final_event(server: ScriptedResponsesServer) -> None:
-    server.add_answers("job-a", text_answer("half").with_fault(Fault.no_finish_reason))
-    events = _streamed(_client(server), input=_task("job-a"))
+    half = text_answer("half").with_fault(Fault.no_finish_reason)
+    server.add_answers("job-a", half, half)
+    client = _client(server)
+    events = _streamed(client, input=_task("job-a"))
     assert events[-1].type == "response.output_item.done"
     assert not any(e.type.startswith("response.completed") for e in events)
+    assert client.responses.create(model=MODEL, input=_task("job-a")).status == "in_progress"
 
 
 def test_an_answer_cut_at_the_token_limit_is_incomplete(server: ScriptedResponsesServer) -> None:

@@ -200,9 +200,10 @@ def _item_events(index: int, item: dict[str, Any]) -> Iterator[Event]:
         part = {"type": "output_text", "text": text, "annotations": []}
         yield "response.content_part.done", {**at, "content_index": 0, "part": part}
     else:
-        custom = item["type"] == "custom_tool_call"
-        field, kind = ("input", "custom_tool_call_input") if custom else ("arguments", "")
-        kind = kind or "function_call_arguments"
+        if item["type"] == "custom_tool_call":
+            field, kind = "input", "custom_tool_call_input"
+        else:
+            field, kind = "arguments", "function_call_arguments"
         yield "response.output_item.added", {"output_index": index, "item": _emptied(item)}
         for piece in _pieces(item[field], ARGUMENTS_PIECE):
             yield f"response.{kind}.delta", {**at, "delta": piece}
