@@ -32,10 +32,11 @@ from cairn.testing import ScriptedResponsesServer, text_answer
 from cairn.workspace.commands import command_environment, sandbox_argv, sandbox_problem
 from cairn.workspace.egress import Egress, parse_endpoint
 
-pytestmark = [
-    pytest.mark.skipif(sandbox_problem() is not None, reason="needs bubblewrap"),
-    pytest.mark.skipif(shutil.which("socat") is None, reason="needs socat (make installs it)"),
-]
+# `make test` installs both; the tests of bad input and of a missing socat need neither.
+needs_tools = pytest.mark.skipif(
+    sandbox_problem() is not None or shutil.which("socat") is None,
+    reason="needs bubblewrap and socat (make test installs them)",
+)
 
 SECRET = "sk-egress-test-secret-value"
 
@@ -183,6 +184,7 @@ def _folder(tmp_path: Path) -> Path:
     return tmp_path / "home" / "jobs" / "j1" / "egress"
 
 
+@needs_tools
 def test_the_loopback_endpoint_is_reached_inside_directly_and_through_the_proxy(
     tmp_path: Path, endpoint: ThreadingHTTPServer
 ) -> None:
@@ -197,6 +199,7 @@ def test_the_loopback_endpoint_is_reached_inside_directly_and_through_the_proxy(
     assert endpoint.paths == ["/v1/direct", "/v1/proxied"]  # type: ignore[attr-defined]
 
 
+@needs_tools
 def test_https_reaches_an_allowed_endpoint_through_connect(
     tmp_path: Path, tls_endpoint: ThreadingHTTPServer, certificate: tuple[Path, Path]
 ) -> None:
@@ -208,6 +211,7 @@ def test_https_reaches_an_allowed_endpoint_through_connect(
     assert result == {"status": 200, "body": "hello /tls"}
 
 
+@needs_tools
 def test_another_loopback_port_of_the_host_is_unreachable_inside(
     tmp_path: Path, endpoint: ThreadingHTTPServer, other: ThreadingHTTPServer
 ) -> None:
@@ -220,6 +224,7 @@ def test_another_loopback_port_of_the_host_is_unreachable_inside(
     assert other.paths == []  # type: ignore[attr-defined]
 
 
+@needs_tools
 def test_a_host_that_is_not_the_endpoint_is_refused_by_the_proxy(
     tmp_path: Path, endpoint: ThreadingHTTPServer
 ) -> None:
@@ -236,6 +241,7 @@ def test_a_host_that_is_not_the_endpoint_is_refused_by_the_proxy(
     )
 
 
+@needs_tools
 def test_a_direct_connection_to_an_external_address_has_no_route(
     tmp_path: Path, endpoint: ThreadingHTTPServer
 ) -> None:
@@ -256,6 +262,7 @@ print(text)
 """
 
 
+@needs_tools
 @pytest.mark.parametrize("proxy_all", [False, True], ids=["direct", "through-the-proxy"])
 def test_the_openai_sdk_inside_streams_from_a_scripted_server_outside(
     tmp_path: Path, responses_server: ScriptedResponsesServer, proxy_all: bool
@@ -273,6 +280,7 @@ def test_the_openai_sdk_inside_streams_from_a_scripted_server_outside(
     assert request.headers["connection"] == ("close" if proxy_all else "keep-alive")
 
 
+@needs_tools
 def test_a_bridge_carries_both_directions_at_once(tmp_path: Path) -> None:
     # An echo server: the client sends megabytes while the echo comes back, as a tunnelled
     # HTTP/2 stream does; a relay that only did one direction at a time would stall.
@@ -330,6 +338,7 @@ def _ask_proxy(egress: Egress, head: str, body: bytes = b"") -> bytes:
         return answer
 
 
+@needs_tools
 @pytest.mark.parametrize(
     ("head", "status"),
     [
@@ -359,6 +368,7 @@ def test_the_proxy_matches_host_and_port_exactly(
     assert endpoint.paths == []  # type: ignore[attr-defined]
 
 
+@needs_tools
 def test_an_allowed_connect_opens_a_tunnel_to_the_endpoint(
     tmp_path: Path, endpoint: ThreadingHTTPServer
 ) -> None:
@@ -378,6 +388,7 @@ def test_an_allowed_connect_opens_a_tunnel_to_the_endpoint(
     assert answer.startswith(b"HTTP/1.0 200") and answer.endswith(b"hello /tunnelled")
 
 
+@needs_tools
 def test_the_proxy_never_echoes_or_logs_what_a_request_carries(
     tmp_path: Path,
     endpoint: ThreadingHTTPServer,
@@ -398,6 +409,7 @@ def test_the_proxy_never_echoes_or_logs_what_a_request_carries(
         assert SECRET not in seen
 
 
+@needs_tools
 def test_sockets_are_removed_on_exit_even_on_an_exception(
     tmp_path: Path, endpoint: ThreadingHTTPServer
 ) -> None:
@@ -419,6 +431,7 @@ def test_sockets_are_removed_on_exit_even_on_an_exception(
     assert egress.refusals == ()
 
 
+@needs_tools
 def test_sockets_left_by_a_killed_run_do_not_stop_the_next(
     tmp_path: Path, endpoint: ThreadingHTTPServer
 ) -> None:
@@ -434,6 +447,7 @@ def test_sockets_left_by_a_killed_run_do_not_stop_the_next(
     assert answer.startswith(b"HTTP/1.0 200") and answer.endswith(b"hello /again")
 
 
+@needs_tools
 def test_the_environment_points_every_proxy_variable_at_the_inside_port(tmp_path: Path) -> None:
     egress = Egress(["http://127.0.0.1:3128/v1", "https://api.example.com"], tmp_path / "e")
     assert egress.proxy_port != 3128  # the forwarded endpoint port keeps its own number
@@ -445,6 +459,7 @@ def test_the_environment_points_every_proxy_variable_at_the_inside_port(tmp_path
     assert egress.bwrap_args[0] == "--unshare-net"
 
 
+@needs_tools
 def test_url_inside_keeps_the_url_and_names_loopback_by_its_address(tmp_path: Path) -> None:
     egress = Egress(["http://localhost:8000/v1", "https://api.example.com/v1"], tmp_path / "e")
     assert egress.url_inside("http://localhost:8000/v1") == "http://127.0.0.1:8000/v1"
