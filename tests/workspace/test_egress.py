@@ -117,8 +117,8 @@ def certificate(tmp_path: Path) -> tuple[Path, Path]:
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .sign(key, hashes.SHA256())
     )
-    # Under /work-like paths the sandbox can read: tmp_path's /tmp is covered inside, so the
-    # certificate goes into the workspace.
+    # The sandbox covers the host's temporary folder, where tmp_path is; the workspace is
+    # bound back, so the certificate goes there.
     cert_path, key_path = tmp_path / "ws" / "cert.pem", tmp_path / "key.pem"
     cert_path.parent.mkdir(exist_ok=True)
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
