@@ -25,7 +25,6 @@
     }
 
     function refreshAll() {
-      count("polls");
       htmx.trigger(feed, "cairn:refresh");
     }
 
@@ -45,7 +44,12 @@
         try { event = JSON.parse(message.data); } catch (e) { return; }
         if (message.lastEventId) after = message.lastEventId;
         var card = document.getElementById("job-" + event.job);
-        if (card) htmx.trigger(card, "cairn:refresh"); else refreshAll();
+        if (card) {
+          htmx.trigger(card, "cairn:refresh");
+        } else {
+          count("streamRefreshes");
+          refreshAll();
+        }
       };
       opening.onerror = function () {
         if (source !== opening) return;
@@ -59,6 +63,7 @@
       say("polling", "Live updates are interrupted; checking every 10 seconds.");
       if (timer !== null) return;
       timer = setInterval(function () {
+        count("polls");
         refreshAll();
         if (source === null) connect();
       }, POLL_MS);
