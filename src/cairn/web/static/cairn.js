@@ -136,6 +136,7 @@
     var group = Number(body.dataset.onboarding || "0");
     if (group) {
       writeMarker(group, body.dataset.stage || "group");
+      body.dataset.marked = body.dataset.stage || "group";
     } else {
       var marker = readMarker();
       var box = document.getElementById("resume");
