@@ -37,6 +37,7 @@ from cairn.testing.repos import make_sample_repo
 from cairn.web import ForgeApp
 
 from .consent import ConsentPage
+from .forms import Clients
 
 CHROMIUM = "/usr/bin/chromium"
 PEOPLE = ("admin", "bob", "alice", "carol")
@@ -165,6 +166,14 @@ def contexts(site: Site, browser: Browser) -> Iterator[Callable[..., BrowserCont
     yield new
     for context in made:
         context.close()
+
+
+@pytest.fixture
+def clients(site: Site) -> Iterator[Clients]:
+    """httpx clients with cookie jars (a browser's part without the browser)."""
+    made = Clients(site.url)
+    yield made
+    made.close()
 
 
 @pytest.fixture(scope="session")
