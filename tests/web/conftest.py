@@ -89,6 +89,13 @@ class Site:
     consent: ConsentPage
     stream: StreamSwitch
     stop: threading.Event = field(default_factory=threading.Event)
+    runner: threading.Thread | None = None
+
+    def pause_runner(self) -> None:
+        """Stop the runner, so that jobs stay where the test puts them."""
+        self.stop.set()
+        if self.runner is not None:
+            self.runner.join(timeout=60)
 
     def release(self, job_id: int) -> None:
         """Let a script agent waiting in `run: until [ -e release.flag ]...` carry on."""
@@ -130,7 +137,7 @@ def site(team: Cairn, store: Store, tmp_path: Path) -> Iterator[Site]:  # noqa: 
     runner.start()
     try:
         with serve(switch) as url:
-            yield Site(url, team, tokens, forge, consent, switch, stop)
+            yield Site(url, team, tokens, forge, consent, switch, stop, runner)
     finally:
         stop.set()
         _release_every_job(team)
