@@ -15,7 +15,7 @@ from cairn.api.deps import Served
 from cairn.errors import CairnError, NotAllowed, NotFound
 from cairn.store import identity
 from cairn.store.records import User
-from cairn.web.sessions import COOKIE, Session, Sessions, SignInLimit
+from cairn.web.sessions import COOKIE, OAuthStates, Session, Sessions, SignInLimit
 
 
 class NeedSignIn(CairnError):
@@ -49,6 +49,7 @@ class WebState:
 
     sessions: Sessions
     sign_in_limit: SignInLimit
+    oauth_states: OAuthStates
     forge_app: ForgeApp | None = None
 
 

@@ -16,7 +16,7 @@ from cairn.errors import CairnError
 from cairn.web import job_pages, onboarding, pages
 from cairn.web.access import ForgeApp, NeedSignIn, WebState
 from cairn.web.render import STATIC, error_page
-from cairn.web.sessions import Sessions, SignInLimit
+from cairn.web.sessions import OAuthStates, Sessions, SignInLimit
 
 Handler = Callable[[Request, Exception], Awaitable[Response]]
 API_PREFIXES = ("/api/", "/openapi.json")
@@ -24,7 +24,12 @@ API_PREFIXES = ("/api/", "/openapi.json")
 
 def mount(app: FastAPI, *, forge_app: ForgeApp | None = None) -> None:
     """Serve the pages and /static on `app`; errors off the API's paths answer as pages."""
-    app.state.web = WebState(sessions=Sessions(), sign_in_limit=SignInLimit(), forge_app=forge_app)
+    app.state.web = WebState(
+        sessions=Sessions(),
+        sign_in_limit=SignInLimit(),
+        oauth_states=OAuthStates(),
+        forge_app=forge_app,
+    )
     for router in (pages.router, job_pages.router, onboarding.router):
         app.include_router(router)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
@@ -38,6 +43,9 @@ def _page_or(api_handler: Handler | None) -> Handler:
         if request.url.path.startswith(API_PREFIXES) and api_handler is not None:
             return await api_handler(request, exc)
         if isinstance(exc, NeedSignIn):
+            if request.headers.get("hx-request") == "true":
+                # A fragment's fetch: htmx turns this into a whole-page visit to sign in.
+                return Response(status_code=401, headers={"HX-Redirect": "/signin"})
             return RedirectResponse("/signin", status_code=303)
         if isinstance(exc, CairnError):
             return error_page(request, status_of(exc), str(exc))

@@ -9,8 +9,6 @@ stage was reached); every stage shown is recomputed here from the store and the 
 
 from __future__ import annotations
 
-import secrets
-import threading
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
@@ -33,8 +31,6 @@ NO_APP = (
     "no forge OAuth app is configured for this cairn server, so a repository cannot be "
     "authorized from the browser; an operator can connect one with `cairn room create --forge`"
 )
-_pending: dict[str, tuple[str, int]] = {}  # OAuth state -> (session id, group id)
-_pending_lock = threading.Lock()
 
 
 def credential_name(group: Group) -> str:
@@ -81,9 +77,7 @@ def authorize(request: Request, group_id: Id, user: PageUser) -> Response:
     _admin_group(served_of(request), user, group_id)
     session = current_session(request)
     assert session is not None, "signed_in found it"
-    state = secrets.token_urlsafe(24)
-    with _pending_lock:
-        _pending[state] = (session.id, group_id)
+    state = web_state(request).oauth_states.begin(session.id, group_id)
     query = urlencode(
         {"client_id": forge.client_id, "redirect_uri": _callback_url(request), "state": state}
     )
@@ -100,9 +94,8 @@ def callback(
 ) -> Response:
     """Where the forge sends the window back: exchange the code and store the token."""
     session = current_session(request)
-    with _pending_lock:
-        found = _pending.pop(state, None)
-    if found is None or session is None or found[0] != session.id:
+    group_id = web_state(request).oauth_states.finish(state, session.id) if session else None
+    if group_id is None:
         return error_page(request, 400, "this authorization is unknown or expired; start again")
     forge = web_state(request).forge_app
     if forge is None:
@@ -110,7 +103,7 @@ def callback(
     if error or not code:
         return page(request, "oauth_done.html", ok=False)
     served = served_of(request)
-    group = _admin_group(served, user, found[1])
+    group = _admin_group(served, user, group_id)
     token = _exchange(forge, code)
     with served.store.begin() as conn:
         cipher = credentials.CredentialCipher(_secret_key(served))

@@ -97,8 +97,7 @@ def feed(request: Request, room_id: Id, user: PageUser) -> Response:
     """A room's feed: a card per job, newest first, and where its progress stream starts."""
     with served_of(request).store.begin() as conn:
         room = visibility.require_room(conn, user, room_id)
-        cards = [_card(conn, job) for job in reversed(job_ledger.list_jobs(conn))]
-        cards = [c for c in cards if c["room_id"] == room.id]
+        cards = [_card(conn, job) for job in reversed(job_ledger.list_jobs(conn, room.id))]
         last = conn.execute(
             sa.select(sa.func.max(events.c.id)).where(
                 events.c.job_id.in_(sa.select(jobs.c.id).where(jobs.c.room_id == room.id))
@@ -112,8 +111,8 @@ def feed_cards(request: Request, room_id: Id, user: PageUser) -> Response:
     """Every card of the room's feed, for a poll or a job the page has not seen."""
     with served_of(request).store.begin() as conn:
         room = visibility.require_room(conn, user, room_id)
-        cards = [_card(conn, job) for job in reversed(job_ledger.list_jobs(conn))]
-    return page(request, "cards.html", cards=[c for c in cards if c["room_id"] == room.id])
+        cards = [_card(conn, job) for job in reversed(job_ledger.list_jobs(conn, room.id))]
+    return page(request, "cards.html", cards=cards)
 
 
 @router.get("/jobs/{job_id}/card", response_class=HTMLResponse)
@@ -146,7 +145,6 @@ def _card(conn: sa.Connection, job: Job) -> dict[str, object]:
     ended = job.status.is_terminal
     return {
         "id": job.id,
-        "room_id": job.room_id,
         "request": request.text,
         "requester": get_user(conn, request.requester_id).name,
         "stage": job.stage.value,

@@ -18,6 +18,10 @@ from dataclasses import dataclass, field
 COOKIE = "cairn_session"
 IDLE_SECONDS = 8 * 3600.0
 """A session unused this long is forgotten."""
+MAX_ANONYMOUS = 10_000
+"""Sessions nobody signed in to (each sign-in page makes one); past this the oldest go."""
+OAUTH_SECONDS = 600.0
+"""How long an authorization at the forge may take before its state is forgotten."""
 SIGN_IN_LIMIT = 10
 SIGN_IN_WINDOW = 60.0
 """At most SIGN_IN_LIMIT sign-in attempts per client address in any SIGN_IN_WINDOW seconds."""
@@ -65,6 +69,10 @@ class Sessions:
         )
         with self._lock:
             self._forget_idle()
+            anonymous = [k for k, s in self._by_id.items() if s.user_id is None]
+            # Dicts keep insertion order: the first are the oldest.
+            for key in anonymous[: max(0, len(anonymous) - MAX_ANONYMOUS + 1)]:
+                del self._by_id[key]
             self._by_id[made.id] = made
         return made
 
@@ -92,6 +100,8 @@ class SignInLimit:
         """Count one attempt from `address`; False once it is over the limit."""
         now = time.monotonic()
         with self._lock:
+            for known in [a for a, q in self._attempts.items() if now - q[-1] > self.window]:
+                del self._attempts[known]  # forgotten once their last attempt is out of the window
             seen = self._attempts.setdefault(address, deque())
             while seen and now - seen[0] > self.window:
                 seen.popleft()
@@ -99,3 +109,30 @@ class SignInLimit:
                 return False
             seen.append(now)
             return True
+
+
+class OAuthStates:
+    """The authorizations under way at the forge: state -> (session id, group id), expiring."""
+
+    def __init__(self, lifetime: float = OAUTH_SECONDS) -> None:
+        self.lifetime = lifetime
+        self._lock = threading.Lock()
+        self._by_state: dict[str, tuple[str, int, float]] = {}
+
+    def begin(self, session_id: str, group_id: int) -> str:
+        """A new unguessable state for one authorization of `group_id` from this session."""
+        state = secrets.token_urlsafe(24)
+        now = time.monotonic()
+        with self._lock:
+            for key in [k for k, v in self._by_state.items() if now - v[2] > self.lifetime]:
+                del self._by_state[key]
+            self._by_state[state] = (session_id, group_id, now)
+        return state
+
+    def finish(self, state: str, session_id: str) -> int | None:
+        """The group the state was made for, once, and only for the session that made it."""
+        with self._lock:
+            found = self._by_state.pop(state, None)
+        if found is None or time.monotonic() - found[2] > self.lifetime:
+            return None
+        return found[1] if hmac.compare_digest(found[0], session_id) else None
