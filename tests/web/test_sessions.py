@@ -53,3 +53,26 @@ def test_an_oauth_state_is_for_one_session_once() -> None:
     assert states.finish(again, "session-a") is None, "a state is used once"
     stale = OAuthStates(lifetime=-1)
     assert stale.finish(stale.begin("s", 1), "s") is None
+
+
+def test_the_forge_oauth_app_is_read_from_what_cairn_serve_is_given() -> None:
+    from cairn.errors import UsageError
+    from cairn.web import ForgeApp
+
+    assert ForgeApp.from_environ({}) is None
+    app = ForgeApp.from_environ(
+        {"CAIRN_FORGE_OAUTH_CLIENT_ID": "abc", "CAIRN_FORGE_OAUTH_CLIENT_SECRET": "s3cret"}
+    )
+    assert app is not None and app.url == "https://github.com" and app.client_id == "abc"
+    assert app.authorize_url == "https://github.com/login/oauth/authorize"
+    assert "s3cret" not in repr(app)
+    with pytest.raises(UsageError, match="CAIRN_FORGE_OAUTH_CLIENT_SECRET"):
+        ForgeApp.from_environ({"CAIRN_FORGE_OAUTH_CLIENT_ID": "abc"})
+    with pytest.raises(UsageError, match="GitHub OAuth apps only"):
+        ForgeApp.from_environ(
+            {
+                "CAIRN_FORGE_OAUTH_KIND": "gitlab",
+                "CAIRN_FORGE_OAUTH_CLIENT_ID": "a",
+                "CAIRN_FORGE_OAUTH_CLIENT_SECRET": "b",
+            }
+        )

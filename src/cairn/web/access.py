@@ -6,13 +6,14 @@ Every form post also carries the session's CSRF token, checked before the route 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Annotated
 
 from fastapi import Depends, Request
 
 from cairn.api.deps import Served
-from cairn.errors import CairnError, NotAllowed, NotFound
+from cairn.errors import CairnError, NotAllowed, NotFound, UsageError
 from cairn.store import identity
 from cairn.store.records import User
 from cairn.web.sessions import COOKIE, OAuthStates, Session, Sessions, SignInLimit
@@ -26,6 +27,9 @@ class BadForm(NotAllowed):
     """A form post without this session's CSRF token (answered 403)."""
 
 
+OAUTH_SETTINGS = ("kind", "url", "client_id", "client_secret")
+
+
 @dataclass(frozen=True)
 class ForgeApp:
     """The forge OAuth app that repository onboarding authorizes through."""
@@ -34,13 +38,44 @@ class ForgeApp:
     url: str
     """The forge's web base (its token endpoint, and the rooms' --forge-url)."""
     client_id: str
-    client_secret: str
+    client_secret: str = field(repr=False)
     authorize_page: str | None = None
     """Where people authorize, when not the forge's own /login/oauth/authorize."""
 
     @property
     def authorize_url(self) -> str:
         return self.authorize_page or f"{self.url.rstrip('/')}/login/oauth/authorize"
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> ForgeApp | None:
+        """The app `cairn serve` is given in CAIRN_FORGE_OAUTH_* (None when none is set)."""
+        names = {key: f"CAIRN_FORGE_OAUTH_{key.upper()}" for key in OAUTH_SETTINGS}
+        found = {key: environ.get(name, "").strip() for key, name in names.items()}
+        if not any(found.values()):
+            return None
+        missing = [names[key] for key in ("client_id", "client_secret") if not found[key]]
+        if missing:
+            raise UsageError(
+                f"a forge OAuth app for the web pages also needs {' and '.join(missing)}; set "
+                "them (the app's client id and secret, from the forge's developer settings)"
+            )
+        from cairn.forges.registry import DEFAULT_URLS, check_kind
+
+        kind = found["kind"] or "github"
+        check_kind(kind)
+        if kind != "github":
+            # GitLab's OAuth endpoints and token exchange differ; rooms there are connected
+            # with the CLI until the pages learn them.
+            raise UsageError(
+                "the web pages authorize GitHub OAuth apps only; leave CAIRN_FORGE_OAUTH_KIND "
+                "unset (or github), and connect GitLab rooms with `cairn room create --forge`"
+            )
+        return cls(
+            kind=kind,
+            url=(found["url"] or DEFAULT_URLS[kind]).rstrip("/"),
+            client_id=found["client_id"],
+            client_secret=found["client_secret"],
+        )
 
 
 @dataclass
