@@ -33,3 +33,17 @@ def body_data(page: Page) -> dict[str, Any]:
     """The page body's data attributes (what cairn.js records of its live updates)."""
     found: dict[str, Any] = page.evaluate("() => Object.assign({}, document.body.dataset)")
     return found
+
+
+def assert_accessible(page: Page) -> None:
+    """Every control has a name a screen reader says, and the page has one main heading."""
+    unnamed = page.evaluate(
+        """() => Array.from(document.querySelectorAll(
+            'input:not([type=hidden]), select, textarea, button, a[href]'))
+          .filter(el => !(el.labels && el.labels.length) && !el.getAttribute('aria-label')
+                        && !el.textContent.trim())
+          .map(el => el.outerHTML.slice(0, 80))"""
+    )
+    assert unnamed == [], unnamed
+    assert page.locator("h1").count() == 1
+    assert page.locator("html").get_attribute("lang") == "en"

@@ -8,7 +8,7 @@ from pathlib import Path
 from playwright.sync_api import BrowserContext, Page, expect
 
 from .conftest import Site
-from .pages import RELEASED, WAIT_MS, sign_in
+from .pages import RELEASED, WAIT_MS, assert_accessible, sign_in
 
 Contexts = Callable[..., BrowserContext]
 DESKTOP = {"width": 1280, "height": 900}
@@ -23,8 +23,12 @@ def test_sign_in_refuses_a_wrong_token_and_says_what_to_do(site: Site, contexts:
     page.get_by_role("button", name="Sign in").click()
     expect(page.get_by_role("alert")).to_contain_text("paste the token")
     assert "cairn_not-a-token" not in page.content()
-    sign_in(page, site, "alice")
+    # By keyboard alone: the token field, then Enter.
+    page.get_by_label("Token").fill(site.tokens["alice"])
+    page.keyboard.press("Enter")
+    expect(page).to_have_url(f"{site.url}/rooms")
     expect(page.get_by_role("link", name="sample")).to_be_visible()
+    assert_accessible(page)
     cookie = next(c for c in page.context.cookies() if c["name"] == "cairn_session")
     assert cookie["httpOnly"] and cookie["sameSite"] == "Lax"
     assert site.tokens["alice"] not in cookie["value"]
@@ -61,6 +65,7 @@ def test_a_dependency_approved_in_the_page_moves_the_card_live_then_the_admin_re
     expect(card).to_have_attribute("data-stage", "awaiting_review", timeout=WAIT_MS)
     assert feed.evaluate("() => window.notReloaded === true"), "the feed page was reloaded"
     _screenshots(feed, artifacts, "feed")
+    assert_accessible(feed)
 
     page.goto(f"{site.url}/jobs/{job_id}")
     diff = page.locator(".diff-section")
@@ -79,6 +84,7 @@ def test_a_dependency_approved_in_the_page_moves_the_card_live_then_the_admin_re
     expect(tools).to_contain_text("No tool calls recorded.")
     expect(tools).to_contain_text("2 agent run(s)")  # before and after the dependency
     _screenshots(page, artifacts, "job-detail")
+    assert_accessible(page)
 
     gate = page.locator(".gate")
     expect(gate).to_contain_text("Integration gate")
@@ -99,6 +105,9 @@ def test_line_comments_go_back_to_the_agent_as_one_review(site: Site, contexts: 
         "  - finish: {summary: notes}\n"
     )
     job_id = _submit(page, site, "Write notes", script)
+    page.goto(f"{site.url}/new")
+    assert_accessible(page)
+    page.goto(f"{site.url}/jobs/{job_id}")
     expect(page.locator("#job-stage")).to_have_attribute(
         "data-stage", "awaiting_review", timeout=WAIT_MS
     )

@@ -14,7 +14,7 @@ from cairn.store import credentials
 from cairn.store.schema import credentials as credential_rows
 
 from .conftest import Site
-from .pages import WAIT_MS, sign_in
+from .pages import WAIT_MS, assert_accessible, sign_in
 
 STAGES = {"group", "authorize", "repository", "check"}
 
@@ -75,6 +75,7 @@ def test_closing_or_denying_the_forge_window_offers_a_retry_and_the_marker_resum
     expect(page.locator("body")).to_have_attribute("data-marked", "repository")
     _assert_only_the_marker(page, token, {"group", "authorize", "repository"})
 
+    assert_accessible(page)
     page.get_by_label("New room's name").fill("app")
     page.get_by_label("Repository (owner/name)").fill("acme/app")
     page.get_by_role("button", name="Connect the room").click()
