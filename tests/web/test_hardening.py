@@ -89,12 +89,14 @@ def test_pages_decide_with_the_apis_authority_and_answer_errors_as_pages(
     assert missing.status_code == 404 and "<h1>That did not work</h1>" in missing.text
     no_reason = bob.post(f"/jobs/{job}/reject", data={"reason": "  ", "csrf": bob_csrf})
     assert no_reason.status_code == 422 and "needs a reason" in text_of(no_reason)
+    long = bob.post(f"/jobs/{job}/reject", data={"reason": "x" * 50_000, "csrf": bob_csrf})
+    assert long.status_code == 422 and "form is not valid" in text_of(long)
     bad = bob.post("/new", data={"room": "no such room!", "text": "x", "csrf": bob_csrf})
     assert bad.status_code == 422 and "choose a room" in text_of(bad)
     anonymous = clients.new().get(f"/jobs/{job}")
     assert anonymous.status_code == 303 and anonymous.headers["location"] == "/signin"
     assert clients.new().get(f"/api/jobs/{job}").status_code == 401, "the API stays bearer-only"
-    for answer in (refused, hidden, missing, no_reason, bad):
+    for answer in (refused, hidden, missing, no_reason, long, bad):
         assert "Traceback" not in answer.text and str(site.team.tmp) not in answer.text
 
 

@@ -12,10 +12,12 @@ from fastapi import APIRouter, Form, Path, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
 from sse_starlette import EventSourceResponse
+from starlette.concurrency import run_in_threadpool
 
 from cairn.api import events as api_events
 from cairn.api import routes_jobs, visibility
 from cairn.api.schemas import ApproveBody, RejectBody, ReplyBody, SubmitBody
+from cairn.jobs.policy import REASON_LIMIT
 from cairn.sanitize import CUT_MARKER
 from cairn.stages import Stage, Status
 from cairn.store import identity, progress
@@ -23,7 +25,7 @@ from cairn.store import jobs as job_ledger
 from cairn.store.records import Role, User
 from cairn.store.rooms import get_room
 from cairn.store.store import installation_of
-from cairn.web.access import CheckedForm, PageUser, served_of
+from cairn.web.access import CheckedForm, PageUser, served_of, signed_in
 from cairn.web.diffs import result_diff, split_files
 from cairn.web.render import error_page, page
 from cairn.web.review import review_message
@@ -31,6 +33,7 @@ from cairn.web.review import review_message
 router = APIRouter(include_in_schema=False)
 Id = Annotated[int, Path(ge=1, le=2**31 - 1)]
 Text = Annotated[str, Form(max_length=300_000)]
+Reason = Annotated[str, Form(max_length=REASON_LIMIT)]
 NEEDS_REASON = "a rejection needs a reason: write why in the reason field, then reject again"
 GATE_OF_STAGE = {
     Stage.awaiting_run_approval: "run",
@@ -96,7 +99,7 @@ def _progress(request: Request, job_id: int, user: User) -> dict[str, Any]:
 
 
 @router.post("/jobs/{job_id}/approve", dependencies=[CheckedForm])
-def approve(request: Request, job_id: Id, user: PageUser, reason: Text = "") -> Response:
+def approve(request: Request, job_id: Id, user: PageUser, reason: Reason = "") -> Response:
     """Approve the gate the job waits at, as the signed-in person."""
     body = ApproveBody(reason=reason.strip() or None)
     routes_jobs.approve(job_id, served_of(request), user, body)
@@ -104,14 +107,11 @@ def approve(request: Request, job_id: Id, user: PageUser, reason: Text = "") -> 
 
 
 @router.post("/jobs/{job_id}/reject", dependencies=[CheckedForm])
-def reject(request: Request, job_id: Id, user: PageUser, reason: Text = "") -> Response:
+def reject(request: Request, job_id: Id, user: PageUser, reason: Reason = "") -> Response:
     """Reject at the gate the job waits at; the reason is required and recorded."""
     if not reason.strip():
         return error_page(request, 422, NEEDS_REASON)
-    try:
-        body = RejectBody(reason=reason.strip())
-    except ValidationError:
-        return error_page(request, 422, "the reason is too long; shorten it and reject again")
+    body = RejectBody(reason=reason.strip())
     routes_jobs.reject(job_id, body, served_of(request), user)
     return _back(job_id)
 
@@ -119,10 +119,6 @@ def reject(request: Request, job_id: Id, user: PageUser, reason: Text = "") -> R
 @router.post("/jobs/{job_id}/reply", dependencies=[CheckedForm])
 async def reply(request: Request, job_id: Id) -> Response:
     """Send the line comments and the message back to the agent as one review (`reply`)."""
-    from starlette.concurrency import run_in_threadpool
-
-    from cairn.web.access import signed_in
-
     user = await run_in_threadpool(signed_in, request)
     form = await request.form()
     fields = {k: v for k, v in form.multi_items() if isinstance(v, str)}

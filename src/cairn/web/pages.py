@@ -17,7 +17,9 @@ from sse_starlette import EventSourceResponse
 from cairn.api import events as api_events
 from cairn.api import visibility
 from cairn.api.auth import user_for_token
+from cairn.jobs.view import feed_message
 from cairn.store import jobs as job_ledger
+from cairn.store.identity import get_user
 from cairn.store.records import Job
 from cairn.store.schema import events, jobs
 from cairn.web.access import (
@@ -138,9 +140,6 @@ def room_events(
 
 def _card(conn: sa.Connection, job: Job) -> dict[str, object]:
     """What a card shows: until the job ends, only its request and current stage (rule 2)."""
-    from cairn.jobs.view import feed_message
-    from cairn.store.identity import get_user
-
     request = job_ledger.get_request(conn, job.request_id)
     ended = job.status.is_terminal
     return {

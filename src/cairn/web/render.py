@@ -9,6 +9,7 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
+from cairn.jobs.policy import REASON_LIMIT
 from cairn.sanitize import edge_sanitizer
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -29,6 +30,8 @@ def clean(message: str) -> str:
 
 
 _environment.filters["clean"] = clean
+# Forms say how long a reason or review may be, as the use cases bound them.
+_environment.globals["reason_limit"] = REASON_LIMIT
 
 
 def page(request: Request, name: str, status: int = 200, **values: Any) -> HTMLResponse:

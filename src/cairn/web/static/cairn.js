@@ -92,7 +92,7 @@
         area.id = id;
         area.name = name;
         area.rows = 2;
-        area.maxLength = 2000;
+        area.maxLength = Number(list.dataset.limit || "1000");
         wrap.appendChild(label);
         wrap.appendChild(area);
         list.appendChild(wrap);
