@@ -97,6 +97,11 @@ class Site:
         if self.runner is not None:
             self.runner.join(timeout=60)
 
+    def resume_runner(self) -> None:
+        """Start a runner again after `pause_runner`."""
+        self.stop.clear()
+        self.runner = _start_runner(self.team, self.stop)
+
     def release(self, job_id: int) -> None:
         """Let a script agent waiting in `run: until [ -e release.flag ]...` carry on."""
         (self.team.workspace(job_id) / "release.flag").write_text("go\n")
@@ -127,21 +132,16 @@ def site(team: Cairn, store: Store, tmp_path: Path) -> Iterator[Site]:  # noqa: 
     )
     switch = StreamSwitch(app)
     stop = threading.Event()
-
-    def work() -> None:
-        while not stop.is_set():
-            Runner(store, team.config).work(until_idle=True)
-            stop.wait(0.2)
-
-    runner = threading.Thread(target=work, daemon=True)
-    runner.start()
+    runner = _start_runner(team, stop)
     try:
         with serve(switch) as url:
-            yield Site(url, team, tokens, forge, consent, switch, stop, runner)
+            made = Site(url, team, tokens, forge, consent, switch, stop, runner)
+            yield made
     finally:
-        stop.set()
+        made.stop.set()
         _release_every_job(team)
-        runner.join(timeout=60)
+        if made.runner is not None:
+            made.runner.join(timeout=60)
         consent.close()
         forge.close()
 
@@ -188,6 +188,19 @@ def artifacts() -> Path:
     folder = Path(os.environ.get("CAIRN_TEST_ARTIFACTS") or "test-artifacts") / "web"
     folder.mkdir(parents=True, exist_ok=True)
     return folder
+
+
+def _start_runner(installation: Cairn, stop: threading.Event) -> threading.Thread:
+    """A real runner in a thread, working whatever is queued until `stop` is set."""
+
+    def work() -> None:
+        while not stop.is_set():
+            Runner(installation.store, installation.config).work(until_idle=True)
+            stop.wait(0.2)
+
+    runner = threading.Thread(target=work, daemon=True)
+    runner.start()
+    return runner
 
 
 def _release_every_job(installation: Cairn) -> None:

@@ -104,14 +104,19 @@ def test_line_comments_go_back_to_the_agent_as_one_review(site: Site, contexts: 
         'steps:\n  - write: {path: notes.md, content: "one\\ntwo\\n"}\n'
         "  - finish: {summary: notes}\n"
     )
+    site.pause_runner()
     job_id = _submit(page, site, "Write notes", script)
-    page.goto(f"{site.url}/new")
-    assert_accessible(page)
-    page.goto(f"{site.url}/jobs/{job_id}")
+    # The job page follows the job too (htmx's SSE extension re-fetches its progress part).
+    page.evaluate("() => { window.notReloaded = true; }")
+    expect(page.locator("#job-stage")).to_have_attribute("data-status", "queued")
+    site.resume_runner()
     expect(page.locator("#job-stage")).to_have_attribute(
         "data-stage", "awaiting_review", timeout=WAIT_MS
     )
-    page.reload()
+    assert page.evaluate("() => window.notReloaded === true"), "the job page was reloaded"
+    page.goto(f"{site.url}/new")
+    assert_accessible(page)
+    page.goto(f"{site.url}/jobs/{job_id}")
     page.get_by_role("button", name="Comment on notes.md line 2").click()
     page.get_by_label("Line 2 of notes.md").fill("say three instead")
     page.get_by_role("button", name="Comment on notes.md line 1").click()
