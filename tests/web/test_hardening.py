@@ -71,15 +71,28 @@ def test_the_cookie_holds_a_session_id_never_the_token_and_is_secure_over_tls(
 def test_pages_decide_with_the_apis_authority_and_answer_errors_as_pages(
     site: Site, clients: Clients
 ) -> None:
+    site.pause_runner()
+    site.team.set_policy(run_approval="admin")  # the job waits at its run gate
     bob, bob_csrf = clients.signed_in(site.tokens["bob"])
     made = bob.post(
         "/new", data={"room": "sample", "text": "ask", "script": ASKS_FOR_RICH, "csrf": bob_csrf}
     )
     job = made.headers["location"].rsplit("/", 1)[1]
     alice, alice_csrf = clients.signed_in(site.tokens["alice"])
+    seen = text_of(alice.get(f"/jobs/{job}"))
+    assert "Run approval" in seen and "Waiting for an admin" in seen
+    assert f'action="/jobs/{job}/approve"' not in seen, "a member is shown no gate buttons"
     refused = alice.post(f"/jobs/{job}/approve", data={"csrf": alice_csrf})
-    assert refused.status_code in (403, 409)
+    assert refused.status_code == 403 and "only an admin" in text_of(refused)
     assert refused.headers["content-type"].startswith("text/html")
+    own = bob.post(f"/jobs/{job}/approve", data={"csrf": bob_csrf})
+    assert own.status_code == 403 and "cannot approve its run" in text_of(own)
+    admin, admin_csrf = clients.signed_in(site.tokens["admin"])
+    assert f'action="/jobs/{job}/approve"' in admin.get(f"/jobs/{job}").text
+    approved = admin.post(f"/jobs/{job}/approve", data={"reason": "fine", "csrf": admin_csrf})
+    assert approved.status_code == 303
+    decided = text_of(admin.get(f"/jobs/{job}"))
+    assert "run</strong> approved by admin" in decided and "fine" in decided
     carol, _ = clients.signed_in(site.tokens["carol"])
     hidden = carol.get(f"/jobs/{job}")
     assert hidden.status_code == 403 and "not a member of group default" in text_of(hidden)
@@ -87,7 +100,7 @@ def test_pages_decide_with_the_apis_authority_and_answer_errors_as_pages(
     assert carol.get("/rooms/1/events").status_code == 403
     missing = bob.get("/jobs/424242")
     assert missing.status_code == 404 and "<h1>That did not work</h1>" in missing.text
-    no_reason = bob.post(f"/jobs/{job}/reject", data={"reason": "  ", "csrf": bob_csrf})
+    no_reason = admin.post(f"/jobs/{job}/reject", data={"reason": "  ", "csrf": admin_csrf})
     assert no_reason.status_code == 422 and "needs a reason" in text_of(no_reason)
     long = bob.post(f"/jobs/{job}/reject", data={"reason": "x" * 50_000, "csrf": bob_csrf})
     assert long.status_code == 422 and "form is not valid" in text_of(long)
@@ -96,7 +109,7 @@ def test_pages_decide_with_the_apis_authority_and_answer_errors_as_pages(
     anonymous = clients.new().get(f"/jobs/{job}")
     assert anonymous.status_code == 303 and anonymous.headers["location"] == "/signin"
     assert clients.new().get(f"/api/jobs/{job}").status_code == 401, "the API stays bearer-only"
-    for answer in (refused, hidden, missing, no_reason, long, bad):
+    for answer in (refused, own, hidden, missing, no_reason, long, bad):
         assert "Traceback" not in answer.text and str(site.team.tmp) not in answer.text
 
 
