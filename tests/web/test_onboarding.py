@@ -77,6 +77,12 @@ def test_closing_or_denying_the_forge_window_offers_a_retry_and_the_marker_resum
 
     assert_accessible(page)
     page.get_by_label("New room's name").fill("app")
+    page.get_by_label("Repository (owner/name)").fill("acme/missing")
+    page.get_by_role("button", name="Connect the room").click()
+    expect(page.get_by_role("alert")).to_contain_text("acme/missing")
+    assert "Traceback" not in page.content()
+    page.goto(f"{site.url}/onboarding?group=1")
+    page.get_by_label("New room's name").fill("app")
     page.get_by_label("Repository (owner/name)").fill("acme/app")
     page.get_by_role("button", name="Connect the room").click()
     check = page.locator("#step-check")
