@@ -3,9 +3,10 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-# System packages (Debian names): the sandbox for agents' commands, npm for the npm tests.
-DEMO_TOOLS := bubblewrap socat
-TEST_TOOLS := bubblewrap socat nodejs npm
+# System packages (Debian names): the sandbox for agents' commands, npm for the npm tests,
+# socat for the coding CLIs' egress bridge, chromium for the browser tests (tests/web).
+DEMO_TOOLS := bubblewrap
+TEST_TOOLS := bubblewrap socat nodejs npm chromium
 
 .PHONY: demo test lint format clean demo-tools test-tools
 # Prerequisites in the order written: the system check stops a target before anything runs.

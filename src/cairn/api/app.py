@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
 
@@ -13,9 +14,17 @@ from cairn.api.middleware import Hardening
 from cairn.config import Config
 from cairn.store import Store
 
+if TYPE_CHECKING:
+    from cairn.web import ForgeApp
 
-def create_app(config: Config, *, store: Store | None = None) -> FastAPI:
-    """The API over `config`'s store (or `store`, which the caller then closes)."""
+
+def create_app(
+    config: Config, *, store: Store | None = None, forge_app: ForgeApp | None = None
+) -> FastAPI:
+    """The API and the pages over `config`'s store (or `store`, which the caller then closes).
+
+    `forge_app` is the forge OAuth app the pages' repository onboarding authorizes through.
+    """
     opened = store or Store.open(config.store_url)
 
     @asynccontextmanager
@@ -45,5 +54,9 @@ def create_app(config: Config, *, store: Store | None = None) -> FastAPI:
         events.router,
     ):
         app.include_router(router)
+    # Imported here: the pages build on the API's modules, which import this one.
+    from cairn.web import mount
+
+    mount(app, forge_app=forge_app)
     app.add_middleware(Hardening)
     return app

@@ -13,8 +13,12 @@ HEADERS = {
     "x-frame-options": "DENY",
     "referrer-policy": "no-referrer",
     "cache-control": "no-store",
-    # The API serves JSON and the docs page; no inline script runs from it.
-    "content-security-policy": "default-src 'none'; frame-ancestors 'none'",
+    # The API serves JSON, the pages (cairn.web) their own scripts and styles: nothing inline,
+    # nothing from elsewhere, forms posted only back to cairn.
+    "content-security-policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+        "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+    ),
 }
 
 

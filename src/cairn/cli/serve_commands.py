@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import typer
 
 from cairn.cli.context import console, session
@@ -16,9 +18,11 @@ def serve(
     import uvicorn
 
     from cairn.api import create_app
+    from cairn.web import ForgeApp
 
     s = session(ctx)
-    app = create_app(s.config)
+    # The web pages' repository onboarding authorizes through this OAuth app, when one is set.
+    app = create_app(s.config, forge_app=ForgeApp.from_environ(os.environ))
     console.print(f"cairn API on http://{host}:{port}/api (Ctrl-C stops)")
     # Uvicorn's access log would print request lines; tokens travel in headers, never in them.
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
