@@ -16,6 +16,11 @@ has cairn gets these fixtures; a conftest.py fixture of the same name takes prec
   cairn.testing.auditor.FakeAuditor, fresh for each test.
 - `openai_server`: a `ScriptedOpenAIServer` (cairn.testing.openai_server) with no script yet
   (`add_answers(marker, ...)`) and the API key `openai_server.api_key`; closed after the test.
+- `anthropic_server`: a `ScriptedAnthropicServer` (cairn.testing.anthropic_server) with no
+  script yet and the key `anthropic_server.api_key`; closed after the test.
+- `claude_code_cli`: the real Claude Code binary, its pinned version installed once into a
+  cache shared between runs (cairn.testing.clis); skips when it cannot be installed, or fails
+  under CAIRN_REQUIRE_CLIS=1.
 - `fake_forge`: a GitHub-shaped `FakeForge` (cairn.testing.fake_forge) on 127.0.0.1 holding
   `acme/app` (a copy of `sample_repo`), with a read-and-write token `fake_forge.test_token`;
   `fake_forge.kind` is "gitlab" when the test is parametrized indirectly with "gitlab".
@@ -38,6 +43,7 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
     from cairn.store import Store
+    from cairn.testing.anthropic_server import ScriptedAnthropicServer
     from cairn.testing.auditor import FakeAuditor
     from cairn.testing.fake_forge import FakeForge
     from cairn.testing.harness import Cairn, Turns
@@ -188,6 +194,28 @@ def openai_server() -> Iterator[ScriptedOpenAIServer]:
 
     with ScriptedOpenAIServer(api_key=TEST_API_KEY) as server:
         yield server
+
+
+@pytest.fixture
+def anthropic_server() -> Iterator[ScriptedAnthropicServer]:
+    """A scripted Anthropic Messages server on 127.0.0.1; script it with `add_answers`."""
+    from cairn.testing.anthropic_server import TEST_ANTHROPIC_KEY, ScriptedAnthropicServer
+
+    with ScriptedAnthropicServer(api_key=TEST_ANTHROPIC_KEY) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def claude_code_cli() -> Path:
+    """The pinned Claude Code CLI's binary, installed into the shared cache when missing."""
+    from cairn.testing.clis import CLAUDE_CODE, REQUIRE_CLIS, installed
+
+    found = installed(CLAUDE_CODE)
+    if isinstance(found, str):
+        if os.environ.get(REQUIRE_CLIS) == "1":
+            pytest.fail(f"{REQUIRE_CLIS}=1 but {found}", pytrace=False)
+        pytest.skip(found)
+    return found
 
 
 @pytest.fixture
