@@ -6,12 +6,13 @@ from pathlib import Path
 
 from tests.agents.claude.support import (
     agent_state,
+    dependency,
     point_at,
     submit_claude,
     write,
 )
 
-from cairn.stages import Status
+from cairn.stages import Stage, Status
 from cairn.testing import ScriptedAnthropicServer, text_reply, tool_use_reply
 from cairn.testing.harness import Cairn
 
@@ -38,3 +39,48 @@ def test_an_edit_job_writes_with_claude_code_and_is_delivered(
     cairn.work()
     assert cairn.job(job.id).status is Status.completed
     assert cairn.git("show", "main:greeting.txt") == "hello"
+
+
+def test_two_jobs_at_dependency_gates_each_resume_their_own_session(
+    cairn: Cairn, anthropic_server: ScriptedAnthropicServer, claude_code_cli: Path
+) -> None:
+    point_at(cairn, anthropic_server)
+    a = submit_claude(cairn, claude_code_cli, "job A wants termcolor")
+    b = submit_claude(cairn, claude_code_cli, "job B wants rich")
+    for job, marker, name, version in (
+        (a, "job A", "termcolor", "2.4.0"),
+        (b, "job B", "rich", "13.7.1"),
+    ):
+        anthropic_server.add_answers(
+            marker,
+            tool_use_reply(dependency(name, version)),
+            text_reply(f"Asked for {name}; waiting."),
+            tool_use_reply(write(cairn, job, f"{marker[-1].lower()}.txt", f"{marker}\n")),
+            text_reply(f"{marker} done."),
+        )
+    cairn.work()
+    assert cairn.job(a.id).stage is Stage.awaiting_dependency_approval, cairn.detail(a.id)
+    assert cairn.job(b.id).stage is Stage.awaiting_dependency_approval, cairn.detail(b.id)
+    cairn.approve(b.id)
+    cairn.work()
+    cairn.approve(a.id)
+    cairn.work()
+    for job, marker, other, version in (
+        (a, "job A", "job B", "termcolor==2.4.0"),
+        (b, "job B", "job A", "rich==13.7.1"),
+    ):
+        detail = cairn.detail(job.id)
+        assert detail["stage"] == "awaiting_review", detail["diagnosis"]
+        seen = anthropic_server.requests_for(marker)
+        assert len(seen) == 4
+        assert not any(other in request.text for request in seen)
+        resumed = seen[2]
+        assert resumed.messages[0] == seen[0].messages[0], "the same conversation, resumed"
+        assert version in resumed.text and "approved" in resumed.text
+        state = agent_state(cairn, job.id)
+        flags = [flag for line in state["invocations"] for flag in line]
+        assert "--continue" not in flags and "-c" not in flags
+        session = state["session_id"]
+        assert state["invocations"][0][state["invocations"][0].index("--session-id") + 1] == session
+        assert state["invocations"][1][state["invocations"][1].index("--resume") + 1] == session
+    assert agent_state(cairn, a.id)["session_id"] != agent_state(cairn, b.id)["session_id"]
