@@ -21,7 +21,7 @@ from cairn.agents.base import DependencyAsk, Outcome, OutcomeKind, Turn, Usage
 from cairn.agents.cli_agent import ACTIVITY_LIMIT, CliModule, CliReport, CliTurnPlan
 from cairn.agents.cli_process import CliRun, network_plan, run_cli
 from cairn.errors import WorkspaceError
-from cairn.sanitize import MASK, bound
+from cairn.sanitize import MASK, bound, mask_secret_shapes
 
 INVOCATION_LIMIT = 20
 """How many turns' command-line flags the job's context keeps (for audit and tests)."""
@@ -81,7 +81,7 @@ class CliTurn:
         if run.stopped:
             # The runner lost the job: nothing more is saved (the new holder's writes win).
             return Outcome(OutcomeKind.interrupted, usage=report.usage)
-        saved = cli_session.saved_session(self.module.session_file(plan), self._mask)
+        saved = cli_session.saved_session(self.module.session_file(plan), self._mask_secrets)
         if saved is not None:
             self.state["session_file"] = saved
         activity = [a.to_data() for a in report.activity][-ACTIVITY_LIMIT:]
@@ -202,6 +202,14 @@ class CliTurn:
         if key and len(key) >= _MIN_MASKED_KEY:
             text = text.replace(key, MASK)
         return self.turn.mask(text)
+
+    def _mask_secrets(self, text: str) -> str:
+        """Secrets only, for the session file: masking its paths would rewrite the history
+        the CLI resumes from (the key is the one secret its environment holds)."""
+        key = self.api_key
+        if key and len(key) >= _MIN_MASKED_KEY:
+            text = text.replace(key, MASK)
+        return mask_secret_shapes(text)
 
     def _failed(self, diagnosis: str) -> Outcome:
         return Outcome(OutcomeKind.failed, diagnosis=diagnosis)
