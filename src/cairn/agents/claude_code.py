@@ -196,18 +196,21 @@ class ClaudeEvents:
         self.report.final = {key: event.get(key) for key in keep}
         text = event.get("result")
         text = text if isinstance(text, str) else None
-        failed = bool(event.get("is_error"))
-        # The trap: a connection lost for good still says subtype "success".
-        lost = failed and (
-            event.get("terminal_reason") == "api_error"
-            or (text or "").startswith("API Error: Connection")
-            or (event.get("api_error_status") is None and self.report.lost_connection)
-        )
-        self.report.lost_connection = lost
-        if failed:
-            self.report.failure = text or str(event.get("subtype") or "an error")
-        else:
+        self.report.lost_connection = False
+        if not event.get("is_error"):
             self.report.summary = text
+            return
+        status = event.get("api_error_status")
+        if isinstance(status, int) and not isinstance(status, bool):
+            # The endpoint answered: a refused key or request is the job's failure; a busy or
+            # broken server (429, 5xx, 529 overloaded) is a lost turn, like a dropped stream.
+            self.report.lost_connection = status == 429 or status >= 500
+            self.report.failure = _refusal(status, event.get("api_error_type"), text)
+        elif event.get("terminal_reason") == "api_error":
+            # The trap: a connection lost for good still says subtype "success".
+            self.report.lost_connection = True
+        else:
+            self.report.failure = text or str(event.get("subtype") or "an error")
 
     def _target(self, block: dict[str, Any]) -> str:
         given = block.get("input") if isinstance(block.get("input"), dict) else {}
@@ -220,6 +223,17 @@ class ClaudeEvents:
             if isinstance(given.get(key), str):
                 return _relative(self.workspace, given[key])
         return ""
+
+
+def _refusal(status: int, kind: object, text: str | None) -> str:
+    if status in (401, 403):
+        return (
+            f"the model endpoint refused the key (HTTP {status}); set the runner's "
+            f"{API_KEY_ENV} to a key it accepts"
+        )
+    named = f" {kind}" if isinstance(kind, str) and re.fullmatch(r"[a-z_]{1,60}", kind) else ""
+    said = f": {text}" if text else ""
+    return f"the model endpoint refused the request (HTTP {status}{named}){said}"
 
 
 def _tool_name(name: object) -> str:
