@@ -22,6 +22,7 @@ from cairn.agents.cli_agent import ACTIVITY_LIMIT, CliModule, CliReport, CliTurn
 from cairn.agents.cli_process import CliRun, network_plan, run_cli
 from cairn.errors import WorkspaceError
 from cairn.sanitize import MASK, bound, mask_secret_shapes
+from cairn.store.records import StepKind
 
 INVOCATION_LIMIT = 20
 """How many turns' command-line flags the job's context keeps (for audit and tests)."""
@@ -84,10 +85,7 @@ class CliTurn:
         saved = cli_session.saved_session(self.module.session_file(plan), self._mask_secrets)
         if saved is not None:
             self.state["session_file"] = saved
-        activity = [a.to_data() for a in report.activity][-ACTIVITY_LIMIT:]
-        self.state["activity"] = [
-            {key: self._mask(value) for key, value in item.items()} for item in activity
-        ]
+        self._keep_activity(report)
         outcome = self._outcome(run, report, mcp_tools.take_request(requests))
         return self._end(replace(outcome, usage=report.usage, isolation_unproven=not run.sandboxed))
 
@@ -184,6 +182,28 @@ class CliTurn:
         summary = self._mask(report.summary).strip() if report.summary else None
         kind = OutcomeKind.changed if changed else OutcomeKind.no_change
         return Outcome(kind, summary=summary or None)
+
+    def _keep_activity(self, report: CliReport) -> None:
+        """The turn's tool calls, bounded and masked: in the context, and as the job's
+        transcript steps (tool, path or command, status; never any content)."""
+        activity = [
+            {key: self._mask(value) for key, value in item.to_data().items()}
+            for item in report.activity[-ACTIVITY_LIMIT:]
+        ]
+        self.state["activity"] = activity
+        conversation = self.turn.conversation
+        if conversation is None:
+            return
+        turn_number = len(self.state.get("invocations", []))
+        for index, item in enumerate(activity):
+            payload = {
+                "call_id": f"cli-{turn_number}-{index}",
+                "name": item["tool"],
+                "target": item["target"] or None,
+                "ok": item["status"] == "ok",
+                "content": "",
+            }
+            conversation.append(StepKind.tool_result, payload)
 
     def _remember(self, argv: list[str], plan: CliTurnPlan) -> None:
         """Keep the turn's flags (never the prompt, the MCP config or a key)."""

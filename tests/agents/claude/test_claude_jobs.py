@@ -33,6 +33,8 @@ def test_an_edit_job_writes_with_claude_code_and_is_delivered(
     assert "Added greeting.txt." in review["review"]["summary"]
     state = agent_state(cairn, job.id)
     assert state["activity"] == [{"tool": "Write", "target": "greeting.txt", "status": "ok"}]
+    calls = review["transcript_summary"]["calls"]
+    assert calls == [{"name": "Write", "target": "greeting.txt", "status": "ok"}]
     assert "--session-id" in state["invocations"][0]
     assert review["usage"]["input_tokens"] > 0
     cairn.approve(job.id)
