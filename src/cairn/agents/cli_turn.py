@@ -97,14 +97,17 @@ class CliTurn:
             self.state.pop("session_file", None)
         self.state["generation"] = generation
         session = cli_session.session_id(turn.installation_id, turn.job_id, generation)
-        self.state["session_id"] = session
         mcp = {mcp_tools.SERVER_NAME: mcp_tools.server_config(sys.executable, requests)}
         draft = CliTurnPlan(
             turn.workspace, state_dir, session, False, "", self.endpoint, self.api_key, mcp
         )
-        resumed = cli_session.restore_session(
-            self.module.session_file(draft), self.state.get("session_file")
-        )
+        path = self.module.session_file(draft)
+        if "session_id" not in self.state or turn.fresh_opening is not None:
+            # Rule 1: no context of its own (or a fresh one asked for), so no session either,
+            # whatever this host's state folder still holds.
+            cli_session.forget_session(path)
+        resumed = cli_session.restore_session(path, self.state.get("session_file"))
+        self.state["session_id"] = session
         if not resumed:
             self.state["opened_tree"] = turn.workspace_id()
         self.state.setdefault("opened_tree", turn.workspace_id())
