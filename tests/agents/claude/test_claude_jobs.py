@@ -86,3 +86,40 @@ def test_two_jobs_at_dependency_gates_each_resume_their_own_session(
         assert state["invocations"][0][state["invocations"][0].index("--session-id") + 1] == session
         assert state["invocations"][1][state["invocations"][1].index("--resume") + 1] == session
     assert agent_state(cairn, a.id)["session_id"] != agent_state(cairn, b.id)["session_id"]
+
+
+def test_a_reply_resumes_the_same_session_and_a_fresh_reply_starts_a_new_one(
+    cairn: Cairn, anthropic_server: ScriptedAnthropicServer, claude_code_cli: Path
+) -> None:
+    point_at(cairn, anthropic_server)
+    marker = "Add a notes file"
+    job = submit_claude(cairn, claude_code_cli, marker)
+    anthropic_server.add_answers(
+        marker,
+        tool_use_reply(write(cairn, job, "notes.txt", "n\n")),
+        text_reply("added notes.txt"),
+        tool_use_reply(write(cairn, job, "notes.txt", "notes\n")),
+        text_reply("longer notes"),
+    )
+    cairn.work()
+    assert cairn.detail(job.id)["stage"] == "awaiting_review"
+    session = agent_state(cairn, job.id)["session_id"]
+    cairn.reply(job.id, "Please write the word notes")
+    cairn.work()
+    detail = cairn.detail(job.id)
+    assert detail["stage"] == "awaiting_review", detail["diagnosis"]
+    replied = anthropic_server.requests_for(marker)[2]
+    assert "Please write the word notes" in replied.text
+    assert replied.messages[0] == anthropic_server.requests_for(marker)[0].messages[0]
+    assert (cairn.workspace(job.id) / "notes.txt").read_text() == "notes\n"
+    assert (
+        agent_state(cairn, job.id)["invocations"][-1][-0:]
+        and session == agent_state(cairn, job.id)["session_id"]
+    )
+    anthropic_server.add_answers(marker, text_reply("started over"))
+    cairn.reply(job.id, "Start over: keep it as it is", fresh=True)
+    cairn.work()
+    fresh = anthropic_server.requests_for(marker)[4]
+    assert [m["role"] for m in fresh.messages] == ["user", "system"], "a new session"
+    assert "Start over" in fresh.text
+    assert agent_state(cairn, job.id)["session_id"] != session
