@@ -4,8 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # System packages (Debian names): the sandbox for agents' commands, npm for the npm tests.
-DEMO_TOOLS := bubblewrap
-TEST_TOOLS := bubblewrap nodejs npm
+DEMO_TOOLS := bubblewrap socat
+TEST_TOOLS := bubblewrap socat nodejs npm
 
 .PHONY: demo test lint format clean demo-tools test-tools
 # Prerequisites in the order written: the system check stops a target before anything runs.

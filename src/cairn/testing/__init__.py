@@ -11,6 +11,8 @@
 - `anthropic_server`: `ScriptedAnthropicServer`, an Anthropic Messages API server on 127.0.0.1
   (streaming, tool use, per-conversation scripts, drops and hangs; `anthropic_script`: the
   replies). `clis`: the real coding CLIs, pinned and cached, for tests that drive them.
+- `responses_server`: `ScriptedResponsesServer`, the same for OpenAI's Responses API (what
+  Codex CLI speaks), streaming its events (`responses_script`: the wire, `CustomToolCall`).
 - `fake_forge`: `FakeForge`, a GitHub- or GitLab-shaped forge on 127.0.0.1 (REST API, git
   over smart HTTP, OAuth), recording every call (`fake_forge_api`, `fake_forge_state`).
 - `plugin`: the pytest plugin (entry point `cairn`) offering all of the above as fixtures;
@@ -38,20 +40,26 @@ from cairn.testing.openai_script import (
     tool_call_answer,
 )
 from cairn.testing.openai_server import RecordedRequest, ScriptedOpenAIServer
+from cairn.testing.responses_script import CustomToolCall, codex_catalog_entry
+from cairn.testing.responses_server import RecordedResponsesRequest, ScriptedResponsesServer
 
 __all__ = [
     "Answer",
+    "CustomToolCall",
     "FakeForge",
     "Fault",
     "FinishReason",
     "RecordedCall",
     "RecordedMessages",
     "RecordedRequest",
+    "RecordedResponsesRequest",
     "Reply",
     "ScriptedAnthropicServer",
     "ScriptedOpenAIServer",
+    "ScriptedResponsesServer",
     "ToolCall",
     "ToolUse",
+    "codex_catalog_entry",
     "fault_answer",
     "fault_reply",
     "json_call_answer",

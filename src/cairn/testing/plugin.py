@@ -21,6 +21,8 @@ has cairn gets these fixtures; a conftest.py fixture of the same name takes prec
 - `claude_code_cli`: the real Claude Code binary, its pinned version installed once into a
   cache shared between runs (cairn.testing.clis); skips when it cannot be installed, or fails
   under CAIRN_REQUIRE_CLIS=1.
+- `responses_server`: the same for OpenAI's Responses API, a `ScriptedResponsesServer`
+  (cairn.testing.responses_server).
 - `fake_forge`: a GitHub-shaped `FakeForge` (cairn.testing.fake_forge) on 127.0.0.1 holding
   `acme/app` (a copy of `sample_repo`), with a read-and-write token `fake_forge.test_token`;
   `fake_forge.kind` is "gitlab" when the test is parametrized indirectly with "gitlab".
@@ -49,6 +51,7 @@ if TYPE_CHECKING:
     from cairn.testing.harness import Cairn, Turns
     from cairn.testing.installers import FakeInstaller
     from cairn.testing.openai_server import ScriptedOpenAIServer
+    from cairn.testing.responses_server import ScriptedResponsesServer
 
 # Heavy modules (SQLAlchemy, the store) are imported inside the fixtures: pytest loads this
 # plugin in every run of an environment that has cairn, also runs that never use it.
@@ -216,6 +219,15 @@ def claude_code_cli() -> Path:
             pytest.fail(f"{REQUIRE_CLIS}=1 but {found}", pytrace=False)
         pytest.skip(found)
     return found
+
+
+def responses_server() -> Iterator[ScriptedResponsesServer]:
+    """A scripted Responses API server on 127.0.0.1; script it with `add_answers`."""
+    from cairn.testing.openai_server import TEST_API_KEY
+    from cairn.testing.responses_server import ScriptedResponsesServer
+
+    with ScriptedResponsesServer(api_key=TEST_API_KEY) as server:
+        yield server
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ from cairn.workspace.delivery import (
     push_branch,
     remote_branch_sha,
 )
+from cairn.workspace.egress import Egress
 from cairn.workspace.git import GitError, run_git
 from cairn.workspace.mirror import Mirror, checked_out_base, checkout_changes
 from cairn.workspace.worktree import Worktree
@@ -22,6 +23,7 @@ from cairn.workspace.worktree import Worktree
 __all__ = [
     "DEFAULT_POLICY",
     "CommandResult",
+    "Egress",
     "GitError",
     "MergeResult",
     "Mirror",
