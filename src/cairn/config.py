@@ -181,6 +181,10 @@ class Config(BaseSettings):
     def workspace_path(self, installation_id: str, job_id: int) -> Path:
         return self.workspaces_dir / installation_id[:12] / f"job-{job_id}"
 
+    def agent_state_path(self, installation_id: str, job_id: int) -> Path:
+        """A CLI agent's private state folder for the job (its config and session files)."""
+        return self.home / "agent-state" / installation_id[:12] / f"job-{job_id}"
+
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, home: Path | None = None) -> Config:
         """Build the configuration from CAIRN_* variables; an explicit home wins.

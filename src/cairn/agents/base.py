@@ -189,6 +189,11 @@ class Turn:
     facts: JobFacts = field(default_factory=JobFacts)
     mask: Callable[[str], str] = field(default=lambda text: text)
     """Masks secrets (environment values, keys) out of any text before the adapter stores it."""
+    installation_id: str = ""
+    """The store's installation id: with the job id it names the job's own CLI session."""
+    agent_home: Path | None = None
+    """The job's private state folder for a CLI agent (its config and session files), outside
+    the workspace and every other job's; None where the runner gives none."""
 
 
 class Agent(Protocol):

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from cairn.agents.base import Agent
+from cairn.agents.claude_code import ClaudeCodeAgent
 from cairn.agents.openai_agent import OpenAIAgent
 from cairn.agents.script import ScriptAgent, parse_script, script_to_data
 from cairn.agents.script_format import PROSE_FIELDS
@@ -36,7 +37,11 @@ class AgentFactory(Protocol):
         ...
 
 
-AGENTS: dict[str, AgentFactory] = {ScriptAgent.name: ScriptAgent, OpenAIAgent.name: OpenAIAgent}
+AGENTS: dict[str, AgentFactory] = {
+    ScriptAgent.name: ScriptAgent,
+    OpenAIAgent.name: OpenAIAgent,
+    ClaudeCodeAgent.name: ClaudeCodeAgent,
+}
 
 NamedLookup = Callable[[str], Mapping[str, Any] | None]
 """A named agent's stored spec by name, or None (`cairn.store.agents.lookup(conn)` is one)."""

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     import sqlalchemy as sa
 
 agent_app = command_group("Manage named agents (an adapter, a model and its settings).")
-ADAPTERS = ("openai",)
+ADAPTERS = ("openai", "claude")
 """The adapters a named agent can use (the script agent's spec is its script: no name needed)."""
 
 
@@ -21,8 +21,15 @@ ADAPTERS = ("openai",)
 def agent_add(
     ctx: typer.Context,
     name: str,
-    adapter: str = typer.Option(..., "--adapter", help="The adapter: openai."),
-    model: str = typer.Option(..., "--model", help="The model, as the server names it."),
+    adapter: str = typer.Option(..., "--adapter", help="The adapter: openai or claude."),
+    model: str | None = typer.Option(
+        None, "--model", help="The model, as the server names it (claude: optional)."
+    ),
+    command: str | None = typer.Option(
+        None,
+        "--command",
+        help="claude: the path of the Claude Code binary (default: `claude` on the runner's PATH).",
+    ),
     base_url: str | None = typer.Option(
         None,
         "--base-url",
@@ -56,12 +63,46 @@ def agent_add(
     as_user: str | None = AS_OPTION,
 ) -> None:
     """Add a named agent, to use as `--agent NAME` or a room's default (an admin decides)."""
-    from cairn.agents.openai_spec import openai_spec
     from cairn.store import agents
 
     if adapter not in ADAPTERS:
         raise UsageError(f"--adapter is one of {', '.join(ADAPTERS)} for a named agent")
     agents.check_name(name)
+    if adapter == "claude":
+        spec = _claude_spec(model, command)
+    else:
+        spec = _openai_spec(
+            model, base_url, api_key_env, max_turn_steps, context_tokens, temperature, stream,
+            tool_protocol, command,
+        )  # fmt: skip
+    s = session(ctx)
+    with s.store() as store, store.begin() as conn:
+        require_admin(conn, s.actor(as_user), "add a named agent")
+        agents.add_agent(conn, name, spec)
+    console.print(f"agent {name} added ({adapter}, model {spec['model'] or 'the CLI default'})")
+
+
+def _claude_spec(model: str | None, command: str | None) -> dict[str, Any]:
+    from cairn.agents.claude_code import claude_spec
+
+    return claude_spec({"model": model, "command": command})
+
+
+def _openai_spec(
+    model: str | None,
+    base_url: str | None,
+    api_key_env: str | None,
+    max_turn_steps: int | None,
+    context_tokens: int | None,
+    temperature: float | None,
+    stream: bool | None,
+    tool_protocol: str | None,
+    command: str | None,
+) -> dict[str, Any]:
+    from cairn.agents.openai_spec import openai_spec
+
+    if command is not None:
+        raise UsageError("--command is for a CLI adapter (claude); the openai adapter runs none")
     given: dict[str, Any] = {
         "model": model,
         "base_url": base_url,
@@ -72,12 +113,7 @@ def agent_add(
         "stream": stream,
         "tool_protocol": tool_protocol,
     }
-    spec = openai_spec({key: value for key, value in given.items() if value is not None})
-    s = session(ctx)
-    with s.store() as store, store.begin() as conn:
-        require_admin(conn, s.actor(as_user), "add a named agent")
-        agents.add_agent(conn, name, spec)
-    console.print(f"agent {name} added ({adapter}, model {spec['model']})")
+    return openai_spec({key: value for key, value in given.items() if value is not None})
 
 
 @agent_app.command("list")
@@ -93,6 +129,13 @@ def agent_list(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
     if not found:
         console.print("no named agents yet; `cairn agent add NAME --adapter openai --model M`")
     for agent in found:
+        if agent["adapter"] == "claude":
+            binary = agent.get("command") or "claude on PATH"
+            console.print(
+                f"{agent['name']:<16} claude {agent.get('model') or '(CLI default)'} via "
+                f"{binary} at the runner's ANTHROPIC_BASE_URL (key from ANTHROPIC_API_KEY)"
+            )
+            continue
         where = agent.get("base_url") or "the runner's OPENAI_BASE_URL"
         console.print(
             f"{agent['name']:<16} {agent['adapter']} {agent.get('model')} at {where} "

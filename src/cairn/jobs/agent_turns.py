@@ -89,6 +89,8 @@ def _take_turn(drive: Drive, agent: Agent, saved: context.JobContext, corrective
             references=scheduled_references(drive),
         ),
         mask=drive.sanitizer.mask,
+        installation_id=drive.store.installation_id,
+        agent_home=drive.config.agent_state_path(drive.store.installation_id, drive.job.id),
     )
     started = time.monotonic()
     before = _side_effects(drive)

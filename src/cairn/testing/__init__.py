@@ -8,6 +8,9 @@
 - `silent_server`: a server that accepts connections and never answers.
 - `openai_server`: `ScriptedOpenAIServer`, an OpenAI-compatible chat completions server on
   127.0.0.1 that replays scripted answers per conversation (`openai_script`: the answers).
+- `anthropic_server`: `ScriptedAnthropicServer`, an Anthropic Messages API server on 127.0.0.1
+  (streaming, tool use, per-conversation scripts, drops and hangs; `anthropic_script`: the
+  replies). `clis`: the real coding CLIs, pinned and cached, for tests that drive them.
 - `responses_server`: `ScriptedResponsesServer`, the same for OpenAI's Responses API (what
   Codex CLI speaks), streaming its events (`responses_script`: the wire, `CustomToolCall`).
 - `fake_forge`: `FakeForge`, a GitHub- or GitLab-shaped forge on 127.0.0.1 (REST API, git
@@ -17,6 +20,14 @@
 """
 
 # Stdlib only: importing these keeps `import cairn.testing` (and the pytest plugin) light.
+from cairn.testing.anthropic_script import (
+    Reply,
+    ToolUse,
+    fault_reply,
+    text_reply,
+    tool_use_reply,
+)
+from cairn.testing.anthropic_server import RecordedMessages, ScriptedAnthropicServer
 from cairn.testing.fake_forge import FakeForge, RecordedCall
 from cairn.testing.openai_script import (
     Answer,
@@ -39,14 +50,21 @@ __all__ = [
     "Fault",
     "FinishReason",
     "RecordedCall",
+    "RecordedMessages",
     "RecordedRequest",
     "RecordedResponsesRequest",
+    "Reply",
+    "ScriptedAnthropicServer",
     "ScriptedOpenAIServer",
     "ScriptedResponsesServer",
     "ToolCall",
+    "ToolUse",
     "codex_catalog_entry",
     "fault_answer",
+    "fault_reply",
     "json_call_answer",
     "text_answer",
+    "text_reply",
     "tool_call_answer",
+    "tool_use_reply",
 ]

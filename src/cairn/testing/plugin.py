@@ -16,6 +16,11 @@ has cairn gets these fixtures; a conftest.py fixture of the same name takes prec
   cairn.testing.auditor.FakeAuditor, fresh for each test.
 - `openai_server`: a `ScriptedOpenAIServer` (cairn.testing.openai_server) with no script yet
   (`add_answers(marker, ...)`) and the API key `openai_server.api_key`; closed after the test.
+- `anthropic_server`: a `ScriptedAnthropicServer` (cairn.testing.anthropic_server) with no
+  script yet and the key `anthropic_server.api_key`; closed after the test.
+- `claude_code_cli`: the real Claude Code binary, its pinned version installed once into a
+  cache shared between runs (cairn.testing.clis); skips when it cannot be installed, or fails
+  under CAIRN_REQUIRE_CLIS=1.
 - `responses_server`: the same for OpenAI's Responses API, a `ScriptedResponsesServer`
   (cairn.testing.responses_server).
 - `fake_forge`: a GitHub-shaped `FakeForge` (cairn.testing.fake_forge) on 127.0.0.1 holding
@@ -40,6 +45,7 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
     from cairn.store import Store
+    from cairn.testing.anthropic_server import ScriptedAnthropicServer
     from cairn.testing.auditor import FakeAuditor
     from cairn.testing.fake_forge import FakeForge
     from cairn.testing.harness import Cairn, Turns
@@ -194,6 +200,27 @@ def openai_server() -> Iterator[ScriptedOpenAIServer]:
 
 
 @pytest.fixture
+def anthropic_server() -> Iterator[ScriptedAnthropicServer]:
+    """A scripted Anthropic Messages server on 127.0.0.1; script it with `add_answers`."""
+    from cairn.testing.anthropic_server import TEST_ANTHROPIC_KEY, ScriptedAnthropicServer
+
+    with ScriptedAnthropicServer(api_key=TEST_ANTHROPIC_KEY) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def claude_code_cli() -> Path:
+    """The pinned Claude Code CLI's binary, installed into the shared cache when missing."""
+    from cairn.testing.clis import CLAUDE_CODE, REQUIRE_CLIS, installed
+
+    found = installed(CLAUDE_CODE)
+    if isinstance(found, str):
+        if os.environ.get(REQUIRE_CLIS) == "1":
+            pytest.fail(f"{REQUIRE_CLIS}=1 but {found}", pytrace=False)
+        pytest.skip(found)
+    return found
+
+
 def responses_server() -> Iterator[ScriptedResponsesServer]:
     """A scripted Responses API server on 127.0.0.1; script it with `add_answers`."""
     from cairn.testing.openai_server import TEST_API_KEY

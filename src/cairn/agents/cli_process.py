@@ -1,0 +1,120 @@
+"""One CLI turn as a process: in cairn's bubblewrap sandbox, its output read as it comes.
+
+The sandbox is the one agents' commands run in (`cairn.workspace.commands`): the file system
+read-only, the workspace writable with its `.git` read-only, cairn's home hidden, no
+capabilities, and nothing left running after the turn. Two more folders are writable: the
+job's own CLI state folder (HOME, TMPDIR and the CLI's config folder), and nothing else. The
+network is `network_plan`'s: the one place the egress proxy plugs in.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cairn.errors import WorkspaceError
+from cairn.workspace import commands
+from cairn.workspace.boundary import check_no_new_escapes, escaping_links
+
+
+@dataclass(frozen=True)
+class NetworkPlan:
+    """How the sandbox reaches the model endpoint, and nothing else once egress exists."""
+
+    share_host: bool
+    """Share the host's network (until the allowlisting proxy replaces it)."""
+    bwrap_args: tuple[str, ...] = ()
+    inner_prefix: tuple[str, ...] = ()
+    environment: Mapping[str, str] = field(default_factory=dict)
+    endpoint: str = ""
+    """The endpoint URL as the CLI inside the sandbox reaches it."""
+
+
+def network_plan(endpoint: str) -> NetworkPlan:
+    """The sandbox's network for a turn that talks to `endpoint`.
+
+    For now the sandbox shares the host's network. `cairn.workspace.egress.Egress` replaces
+    this: `NetworkPlan(False, egress.bwrap_args, egress.inner_prefix, egress.environment,
+    egress.url_inside(endpoint))`, entered for the length of the turn.
+    """
+    return NetworkPlan(share_host=True, endpoint=endpoint)
+
+
+@dataclass(frozen=True)
+class CliRun:
+    exit_code: int | None
+    """None when the turn ran out of time or was stopped."""
+    stopped: bool
+    sandboxed: bool
+
+
+def run_cli(
+    argv: Sequence[str],
+    *,
+    workspace: Path,
+    state_dir: Path,
+    environment: Mapping[str, str],
+    network: NetworkPlan,
+    hidden: Sequence[Path],
+    on_line: Callable[[str], None],
+    timeout: float,
+    should_stop: Callable[[], bool],
+    allow_unsandboxed: bool,
+) -> CliRun:
+    """Run the CLI in the sandbox; every line it prints goes to `on_line` as it comes.
+
+    Raises WorkspaceError when no sandbox can be had and the room does not allow running
+    unsandboxed, and BoundaryError when the turn left a link that leads out of the workspace.
+    """
+    problem = commands.sandbox_problem()
+    if problem is not None and not allow_unsandboxed:
+        raise WorkspaceError(problem)
+    lines = _Lines(on_line)
+    policy = commands.SandboxPolicy(
+        network=network.share_host,
+        environment={**environment, **network.environment},
+        read_only_binds=_runtime_folders(argv),
+        on_output=lines.feed,
+    )
+    full = [*network.inner_prefix, *argv]
+    if problem is None:
+        bwrap = shutil.which("bwrap")
+        assert bwrap is not None, "sandbox_problem found it"
+        # The state folder is the sandbox's private temporary folder: writable, HOME, TMPDIR.
+        prefix = commands.sandbox_argv(bwrap, workspace, state_dir, hidden, policy)
+        full = [*prefix[:-1], *network.bwrap_args, "--", *full]
+    before = escaping_links(workspace)
+    # The same runner as agents' commands: own process group, output to a file, killed whole.
+    code, _tail, stopped = commands._run(full, workspace, state_dir, timeout, should_stop, policy)
+    lines.flush()
+    check_no_new_escapes(before, escaping_links(workspace))
+    return CliRun(code, stopped, problem is None)
+
+
+def _runtime_folders(argv: Sequence[str]) -> tuple[Path, ...]:
+    """What the CLI and cairn's MCP server run from, readable even inside a hidden folder."""
+    binary = Path(argv[0]).resolve()
+    package = Path(__file__).resolve().parents[2]  # the folder `cairn` is imported from
+    return (binary.parent.parent, Path(sys.prefix).resolve(), package)
+
+
+class _Lines:
+    """Splits streamed output into whole lines for a callback."""
+
+    def __init__(self, callback: Callable[[str], None]) -> None:
+        self.callback = callback
+        self.pending = ""
+
+    def feed(self, text: str) -> None:
+        self.pending += text
+        *whole, self.pending = self.pending.split("\n")
+        for line in whole:
+            self.callback(line)
+
+    def flush(self) -> None:
+        if self.pending:
+            self.callback(self.pending)
+            self.pending = ""

@@ -1,0 +1,1 @@
+"""The Claude Code tests need bubblewrap's sandbox like every agent command."""
