@@ -36,7 +36,9 @@ def test_an_edit_job_writes_with_claude_code_and_is_delivered(
     calls = review["transcript_summary"]["calls"]
     assert calls == [{"name": "Write", "target": "greeting.txt", "status": "ok"}]
     assert "--session-id" in state["invocations"][0]
-    assert review["usage"]["input_tokens"] > 0
+    assert review["usage"]["input_tokens"] > 0 and review["usage"]["model_requests"] == 2
+    [agent_run] = [s for s in review["stages"] if s["name"] == "running_agent"]
+    assert agent_run["evidence"]["isolation"]["value"] == "held", "run in the sandbox"
     cairn.approve(job.id)
     cairn.work()
     assert cairn.job(job.id).status is Status.completed
