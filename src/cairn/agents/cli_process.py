@@ -9,9 +9,10 @@ network is `network_plan`'s: the one place the egress proxy plugs in.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,14 +34,19 @@ class NetworkPlan:
     """The endpoint URL as the CLI inside the sandbox reaches it."""
 
 
-def network_plan(endpoint: str) -> NetworkPlan:
-    """The sandbox's network for a turn that talks to `endpoint`.
+@contextlib.contextmanager
+def network_plan(endpoint: str, folder: Path) -> Iterator[NetworkPlan]:
+    """The sandbox's network for a turn that talks to `endpoint`, for the length of the turn.
 
-    For now the sandbox shares the host's network. `cairn.workspace.egress.Egress` replaces
-    this: `NetworkPlan(False, egress.bwrap_args, egress.inner_prefix, egress.environment,
-    egress.url_inside(endpoint))`, entered for the length of the turn.
+    For now the sandbox shares the host's network. The allowlisting proxy of
+    `cairn.workspace.egress` replaces this body with:
+
+        with Egress(endpoints=[endpoint], folder=folder) as egress:
+            yield NetworkPlan(False, tuple(egress.bwrap_args), tuple(egress.inner_prefix),
+                              egress.environment, egress.url_inside(endpoint))
     """
-    return NetworkPlan(share_host=True, endpoint=endpoint)
+    del folder  # the proxy's socket folder, once there is a proxy
+    yield NetworkPlan(share_host=True, endpoint=endpoint)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from typing import Any
 from cairn.agents import cli_session, mcp_tools
 from cairn.agents.base import DependencyAsk, Outcome, OutcomeKind, Turn, Usage
 from cairn.agents.cli_agent import ACTIVITY_LIMIT, CliModule, CliReport, CliTurnPlan
-from cairn.agents.cli_process import CliRun, network_plan, run_cli
+from cairn.agents.cli_process import CliRun, NetworkPlan, network_plan, run_cli
 from cairn.errors import WorkspaceError
 from cairn.sanitize import MASK, bound, mask_secret_shapes
 from cairn.store.records import StepKind
@@ -69,15 +69,19 @@ class CliTurn:
         requests = state_dir / "cairn-requests"
         requests.mkdir(parents=True, exist_ok=True)
         mcp_tools.clear_requests(requests)
-        plan = self._plan(state_dir, requests)
-        argv = self.module.command_line(self.binary, plan)
-        self._remember(argv, plan)
-        self.turn.save_state(dict(self.state))  # the session id and opened tree, before it runs
-        reader = self.module.reader(turn.workspace)
-        try:
-            run = self._run(argv, plan, reader.feed)
-        except WorkspaceError as exc:
-            return self._end(self._failed(str(exc)))
+        # One network for the whole turn: where egress.py's proxy is entered and left. Its
+        # folder is beside the state folder, not in it: hidden from the sandbox, not writable.
+        egress = state_dir.with_name(f"{state_dir.name}.egress")
+        with network_plan(self.endpoint, egress) as network:
+            plan = self._plan(state_dir, requests, network.endpoint)
+            argv = self.module.command_line(self.binary, plan)
+            self._remember(argv, plan)
+            self.turn.save_state(dict(self.state))  # the session id and tree, before it runs
+            reader = self.module.reader(turn.workspace)
+            try:
+                run = self._run(argv, plan, network, reader.feed)
+            except WorkspaceError as exc:
+                return self._end(self._failed(str(exc)))
         report = reader.report
         if run.stopped:
             # The runner lost the job: nothing more is saved (the new holder's writes win).
@@ -89,7 +93,7 @@ class CliTurn:
         outcome = self._outcome(run, report, mcp_tools.take_request(requests))
         return self._end(replace(outcome, usage=report.usage, isolation_unproven=not run.sandboxed))
 
-    def _plan(self, state_dir: Path, requests: Path) -> CliTurnPlan:
+    def _plan(self, state_dir: Path, requests: Path, endpoint: str) -> CliTurnPlan:
         turn = self.turn
         generation = int(self.state.get("generation", 0))
         if turn.fresh_opening is not None:
@@ -111,23 +115,24 @@ class CliTurn:
         if not resumed:
             self.state["opened_tree"] = turn.workspace_id()
         self.state.setdefault("opened_tree", turn.workspace_id())
-        network = network_plan(self.endpoint)
         return replace(
             draft,
             resume=resumed,
             prompt=self._prompt(resumed),
-            endpoint=network.endpoint,
+            endpoint=endpoint,
             model=self.spec.get("model"),
         )
 
-    def _run(self, argv: list[str], plan: CliTurnPlan, on_line: Any) -> CliRun:
+    def _run(
+        self, argv: list[str], plan: CliTurnPlan, network: NetworkPlan, on_line: Any
+    ) -> CliRun:
         turn = self.turn
         return run_cli(
             argv,
             workspace=turn.workspace,
             state_dir=plan.state_dir,
             environment=self.module.environment(plan),
-            network=network_plan(self.endpoint),
+            network=network,
             hidden=turn.hidden_paths,
             on_line=on_line,
             timeout=float(self.spec.get("timeout") or 3600.0),
@@ -235,7 +240,7 @@ class CliTurn:
         return mask_secret_shapes(text)
 
     def _failed(self, diagnosis: str) -> Outcome:
-        return Outcome(OutcomeKind.failed, diagnosis=diagnosis)
+        return Outcome(OutcomeKind.failed, diagnosis=bound(self._mask(diagnosis), DIAGNOSIS_CHARS))
 
     def _end(self, outcome: Outcome) -> Outcome:
         final = replace(outcome, usage=outcome.usage or Usage())

@@ -108,3 +108,18 @@ def test_the_turn_writes_the_workspace_but_not_its_git_data_nor_sees_other_jobs(
     [activity] = agent_state(cairn, job.id)["activity"]
     assert activity["tool"] == "Bash" and activity["status"] == "ok"
     assert activity["target"].startswith("touch .git/poked")
+
+
+def test_a_link_out_of_the_workspace_fails_the_turn_saying_why(
+    cairn: Cairn, anthropic_server: ScriptedAnthropicServer, claude_code_cli: Path
+) -> None:
+    point_at(cairn, anthropic_server)
+    marker = "link outside"
+    job = submit_claude(cairn, claude_code_cli, marker)
+    anthropic_server.add_answers(
+        marker, tool_use_reply(_bash("ln -s / escape")), text_reply("Linked.")
+    )
+    cairn.work()
+    detail = cairn.detail(job.id)
+    assert detail["status"] == "failed"
+    assert "escape" in detail["diagnosis"] and "leads outside the workspace" in detail["diagnosis"]

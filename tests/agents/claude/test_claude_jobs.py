@@ -36,7 +36,12 @@ def test_an_edit_job_writes_with_claude_code_and_is_delivered(
     calls = review["transcript_summary"]["calls"]
     assert calls == [{"name": "Write", "target": "greeting.txt", "status": "ok"}]
     assert "--session-id" in state["invocations"][0]
-    assert review["usage"]["input_tokens"] > 0
+    # CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: the model endpoint is all it calls.
+    assert {(r.method, r.path) for r in anthropic_server.requests} == {("POST", "/v1/messages")}
+    assert all(r.key_matched for r in anthropic_server.requests)
+    assert review["usage"]["input_tokens"] > 0 and review["usage"]["model_requests"] == 2
+    [agent_run] = [s for s in review["stages"] if s["name"] == "running_agent"]
+    assert agent_run["evidence"]["isolation"]["value"] == "held", "run in the sandbox"
     cairn.approve(job.id)
     cairn.work()
     assert cairn.job(job.id).status is Status.completed

@@ -1,1 +1,0 @@
-"""The Claude Code tests need bubblewrap's sandbox like every agent command."""
