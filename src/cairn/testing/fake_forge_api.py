@@ -59,6 +59,34 @@ def _message(kind: str, github: str, gitlab: str) -> dict[str, str]:
     return {"message": github} if kind == "github" else {"message": gitlab}
 
 
+def _comments(kind: str) -> tuple[Route, Route]:
+    """The add and list routes of a pull request's comments (GitHub's issue comments, GitLab's
+    notes): one shape on both forges, `{id, body}`."""
+
+    def pull_of(world: ForgeWorld, found: re.Match[str]) -> Pull | None:
+        number = found["number"] if kind == "github" else found["iid"]
+        return world.find_pull(_repo(kind, found), int(number))
+
+    def add(world: ForgeWorld, call: Call, found: re.Match[str]) -> Answer:
+        pull = pull_of(world, found)
+        if pull is None:
+            return 404, _message(kind, "Not Found", "404 Not found")
+        pull.comments.append(str((call.body or {}).get("body", "")))
+        return 201, {"id": len(pull.comments), "body": pull.comments[-1]}
+
+    def listed(world: ForgeWorld, call: Call, found: re.Match[str]) -> Answer:
+        pull = pull_of(world, found)
+        if pull is None:
+            return 404, _message(kind, "Not Found", "404 Not found")
+        return 200, [{"id": i + 1, "body": text} for i, text in enumerate(pull.comments)]
+
+    return add, listed
+
+
+_gh_comment, _gh_comments = _comments("github")
+_gl_note, _gl_notes = _comments("gitlab")
+
+
 # GitHub v3
 
 
@@ -155,21 +183,6 @@ def _gh_merge(world: ForgeWorld, call: Call, found: re.Match[str]) -> Answer:
     if sha is None:
         return 405, {"message": "Pull Request is not mergeable: merge conflict"}
     return 200, {"merged": True, "sha": sha, "message": "Pull Request successfully merged"}
-
-
-def _gh_comment(world: ForgeWorld, call: Call, found: re.Match[str]) -> Answer:
-    pull = _gh_pull_of(world, found)
-    if pull is None:
-        return 404, {"message": "Not Found"}
-    pull.comments.append(str((call.body or {}).get("body", "")))
-    return 201, {"id": len(pull.comments), "body": pull.comments[-1]}
-
-
-def _gh_comments(world: ForgeWorld, call: Call, found: re.Match[str]) -> Answer:
-    pull = _gh_pull_of(world, found)
-    if pull is None:
-        return 404, {"message": "Not Found"}
-    return 200, [{"id": i + 1, "body": text} for i, text in enumerate(pull.comments)]
 
 
 def _gh_reviews(world: ForgeWorld, call: Call, found: re.Match[str]) -> Answer:
@@ -312,21 +325,6 @@ def _gl_merge(world: ForgeWorld, call: Call, found: re.Match[str]) -> Answer:
     if world.merge(pull) is None:
         return 406, {"message": "Branch cannot be merged"}
     return 200, _gl_pull(world, pull, call.base_url)
-
-
-def _gl_note(world: ForgeWorld, call: Call, found: re.Match[str]) -> Answer:
-    pull = _gl_pull_of(world, found)
-    if pull is None:
-        return 404, {"message": "404 Not found"}
-    pull.comments.append(str((call.body or {}).get("body", "")))
-    return 201, {"id": len(pull.comments), "body": pull.comments[-1]}
-
-
-def _gl_notes(world: ForgeWorld, call: Call, found: re.Match[str]) -> Answer:
-    pull = _gl_pull_of(world, found)
-    if pull is None:
-        return 404, {"message": "404 Not found"}
-    return 200, [{"id": i + 1, "body": text} for i, text in enumerate(pull.comments)]
 
 
 def _gl_approvals(world: ForgeWorld, call: Call, found: re.Match[str]) -> Answer:
