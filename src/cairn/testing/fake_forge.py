@@ -233,6 +233,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._oauth(path, query, body)
         elif path.startswith(("/api/v3/", "/api/v4/")):
             self._api(path[len("/api/v3") :], query, body)
+        elif path == "/api/graphql" and self.forge.kind == "github":
+            self._api("/graphql", query, body)
         else:
             self._send(404, {"message": "Not Found"})
 
