@@ -227,20 +227,32 @@ def test_pull_request_and_merge_merges_through_the_api_respecting_protection(
     cli: Cli, fake_forge: FakeForge
 ) -> None:
     env = _room(cli, fake_forge, "pull_request_and_merge")
-    fake_forge.protect(REPO, "main", approvals=1)
+    fake_forge.protect(REPO, "main", approvals=1, checks=["ci"])
     job = _approved_job(cli, env)
     cli("work", "--until-idle", env=env)
     blocked = cli.show(job)
-    assert blocked["status"] == "blocked"
+    assert (blocked["status"], blocked["stage"]) == ("blocked", "delivering")
     assert "approving review" in blocked["diagnosis"]
     [pull] = fake_forge.pulls(REPO)
+    assert pull.state == "open" and not pull.draft, "marked ready before the merge was asked"
+    fake_forge.add_review(REPO, pull.number, pull.author)  # the author's own: does not count
+    cli("resume", str(job))
+    cli("work", "--until-idle", env=env)
+    assert "approving review" in cli.show(job)["diagnosis"]
     fake_forge.add_review(REPO, pull.number, "bob")
+    cli("resume", str(job))
+    cli("work", "--until-idle", env=env)
+    checks = cli.show(job)
+    assert checks["status"] == "blocked" and "required status check" in checks["diagnosis"]
+    assert "ci" in checks["diagnosis"]
+    fake_forge.set_check(REPO, pull.head, "ci", "success")
     cli("resume", str(job))
     cli("work", "--until-idle", env=env)
     assert cli.show(job)["stage"] == "completed"
     [pull] = fake_forge.pulls(REPO)
     assert pull.state == "merged"
     assert fake_forge.branch_sha(REPO, "main") == pull.merge_sha
+    assert _opens(fake_forge) == 1
 
 
 def test_two_installations_on_one_forge_repo_each_get_their_own_pull_request(
