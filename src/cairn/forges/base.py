@@ -69,7 +69,7 @@ class PullRequest:
     reviews: tuple[Review, ...] = ()
 
     def to_dict(self) -> dict[str, object]:
-        """The JSON shape: number, url, state, checks, reviews (and the branches)."""
+        """The JSON shape: number, url, state, checks, reviews, approvals (and the branches)."""
         return {
             "number": self.number,
             "url": self.url,
