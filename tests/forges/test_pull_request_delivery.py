@@ -112,7 +112,8 @@ def test_a_rejection_closes_the_pull_request_with_the_reason(
     env = _room(cli, fake_forge, "pull_request")
     job = _job_at_review(cli, env)
     why = "Please keep hello() out of src; it belongs in the examples."
-    cli("reject", str(job), "--reason", why)  # this shell has no forge token: a runner closes it
+    said = cli("reject", str(job), "--reason", why)  # no forge token here: a runner closes it
+    assert "a runner (`cairn work`) closes its pull request" in said.stdout
     rejected = cli.show(job)
     assert (rejected["status"], rejected["stage"]) == ("rejected", "rejected")
     assert rejected["decisions"][-1]["verdict"] == "rejected"

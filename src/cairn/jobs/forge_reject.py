@@ -46,6 +46,12 @@ def intend_close(conn: sa.Connection, job_id: int) -> bool:
     return True
 
 
+def closes_pull_request(conn: sa.Connection, job_id: int) -> bool:
+    """Whether the job's pull request is still to be closed after its rejection."""
+    effect = effect_ledger.find(conn, close_key(job_id))
+    return effect is not None and effect.status == EffectStatus.intended
+
+
 def close_rejected(store: Store, config: Config) -> list[int]:
     """Close the pull requests of rejected jobs that are still to be closed; the job ids done.
 
