@@ -10,7 +10,7 @@ import pytest
 
 from cairn.errors import ForgeAccessDenied, ForgeError, UsageError
 from cairn.forges import Forge, ForgeSettings, PullAction, PullState, get_forge
-from cairn.forges.github import GitHubForge
+from cairn.forges.github import GitHubForge, graphql_url
 from cairn.testing.fake_forge import READ, FakeForge
 
 KINDS = pytest.mark.parametrize("fake_forge", ["github", "gitlab"], indirect=True)
@@ -45,6 +45,22 @@ def test_api_urls_follow_the_forge_url() -> None:
     assert enterprise.api_url == "https://git.example.com/api/v3"
     assert gitlab.api_url == "https://gitlab.com/api/v4"
     assert enterprise.git_url == "https://git.example.com/acme/app.git"
+    assert graphql_url(github.api_url) == "https://api.github.com/graphql"
+    assert graphql_url(enterprise.api_url) == "https://git.example.com/api/graphql"
+
+
+def test_github_marks_a_draft_ready_through_graphql_and_names_a_missing_permission(
+    fake_forge: FakeForge,
+) -> None:
+    forge = _client(fake_forge)
+    _branch(fake_forge, "cairn/job-3")
+    number = forge.open_pull_request("cairn/job-3", "main", "Job 3", "b", draft=True).number
+    reader = _client(fake_forge, fake_forge.add_token(scopes={READ}))
+    with pytest.raises(ForgeAccessDenied, match="Pull requests: read and write"):
+        reader.update(number, PullAction.ready)
+    assert fake_forge.pulls(REPO)[0].draft
+    assert not forge.update(number, PullAction.ready).draft
+    assert [c.path for c in fake_forge.calls if c.method == "POST"][-1] == "/graphql"
 
 
 @KINDS

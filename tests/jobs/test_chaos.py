@@ -1,5 +1,8 @@
 """Chaos: runners killed at random fault points, restarted, until every job is done.
 
+A forge room gets the same treatment at the end: its jobs are delivered as pull requests on
+a FakeForge, and each ends with exactly one pull request, merged, however often runners die.
+
 Each seed gets its own home, store and repository. Jobs ask for a dependency, write their own
 file, pass verification, and are delivered. A person decides whatever waits at a gate between
 runner processes: odd jobs get their (real, tiny) package installed, even jobs are refused with
@@ -23,6 +26,8 @@ import sqlalchemy as sa
 from cairn.agents.registry import load_agent_spec
 from cairn.config import Config
 from cairn.engine import Evidence, RunStatus
+from cairn.forges import ForgeSettings
+from cairn.forges.registry import SCOPE_KEY
 from cairn.jobs import gates
 from cairn.jobs.runner import Runner
 from cairn.jobs.submit import submit_job
@@ -32,6 +37,7 @@ from cairn.stages import Stage, Status
 from cairn.store import Store, decisions, identity, stage_runs
 from cairn.store import jobs as job_ledger
 from cairn.store.rooms import create_room
+from cairn.testing.fake_forge import FakeForge
 from cairn.testing.harness import Turns
 from cairn.testing.repos import make_sample_repo
 
@@ -219,3 +225,121 @@ def _assert_ledgers_hold(conn: sa.Connection) -> None:
                 held = Evidence.from_data(run.evidence)
                 assert held.shortfalls([]) == [], f"{run.stage} accepted with short evidence"
     assert decisions.verify_chain(conn).ok
+
+
+# A forge room: the same chaos, delivered as pull requests over real HTTP.
+
+FORGE_REPO = "acme/app"
+FORGE_JOBS = 5
+FORGE_SEEDS = ("delta", "echo")
+FORGE_CHANCE = "0.08"
+
+
+def _forge_install(home: Path, tmp: Path, forge: FakeForge) -> Store:
+    config = Config(home=home, lease_seconds=0.6)
+    settings = ForgeSettings.parse(forge.kind, FORGE_REPO, url=forge.url, token_env="FORGE_TOKEN")
+    store = Store.open(config.store_url, create=True)
+    with store.begin() as conn:
+        group = identity.add_group(conn, "default", {"run_approval": "auto"})
+        for name, role in (("admin", "admin"), ("alice", "member")):
+            identity.set_membership(conn, group.id, identity.add_user(conn, name).id, role)
+        create_room(
+            conn,
+            name="forge",
+            group_id=group.id,
+            repo=settings.git_url,
+            base_branch="main",
+            verify_command="test -d jobs",
+            scope={
+                "unsandboxed_commands": True,
+                SCOPE_KEY: settings.to_scope(),
+                "delivery": "pull_request_and_merge",
+            },
+        )
+    for n in range(1, FORGE_JOBS + 1):
+        script = tmp / f"job-{n}.yaml"
+        script.write_text(
+            "steps:\n"
+            f'  - write: {{path: jobs/job-{n}.txt, content: "work of job {n}\\n"}}\n'
+            f'  - finish: {{summary: "job {n} wrote its file"}}\n'
+        )
+        with store.begin() as conn:
+            submit_job(
+                conn,
+                room="forge",
+                text=f"job {n}",
+                agent=load_agent_spec(f"script:{script}"),
+                actor="alice",
+                sanitizer=user_sanitizer(config),
+            )
+    return store
+
+
+def _decide_or_resume(store: Store) -> None:
+    """Approve what waits for review; resume what a lost forge answer blocked."""
+    with store.begin() as conn:
+        open_jobs = [j for j in job_ledger.list_jobs(conn) if not j.status.is_terminal]
+    for job in open_jobs:
+        with store.begin() as conn:
+            if job.status is Status.waiting:
+                gates.approve(conn, job.id, "admin")
+            elif job.status is Status.blocked:
+                gates.resume(conn, job.id, "admin")
+
+
+@pytest.mark.parametrize("seed", FORGE_SEEDS)
+def test_killed_runners_leave_exactly_one_pull_request_per_job(
+    tmp_path: Path, seed: str, fake_forge: FakeForge
+) -> None:
+    home = tmp_path / "home"
+    store = _forge_install(home, tmp_path, fake_forge)
+    # Two answers lost after the forge opened the pull request, on top of the random kills.
+    fake_forge.fail_after("POST", r"/pulls$", times=2)
+    assert fake_forge.test_token is not None
+    kills = 0
+    try:
+        for restart in range(300):
+            env = os.environ | {
+                "CAIRN_HOME": str(home),
+                "CAIRN_LEASE_SECONDS": "0.6",
+                "CAIRN_FAULTS": f"crash:random:{FORGE_CHANCE}:{seed}-{restart}",
+                "FORGE_TOKEN": fake_forge.test_token,
+            }
+            env.pop("CAIRN_DATABASE_URL", None)
+            done = subprocess.run(
+                [str(CAIRN), "work", "--until-idle"],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert done.returncode in (0, 137), done.stderr
+            kills += done.returncode == 137
+            _decide_or_resume(store)
+            if _all_ended(store):
+                break
+        else:
+            pytest.fail(f"seed {seed}: jobs were still open after 300 runner processes")
+        ours = store.installation_id
+        with store.begin() as conn:
+            jobs = job_ledger.list_jobs(conn)
+            assert {j.status for j in jobs} == {Status.completed}
+            branches = {j.branch_in(ours) for j in jobs}
+        assert kills > 0, "the seed never crashed a runner; the test proved nothing"
+        pulls = fake_forge.pulls(FORGE_REPO)
+        assert sorted(p.head for p in pulls) == sorted(branches), "exactly one PR per job"
+        assert {p.state for p in pulls} == {"merged"}
+        opens = [c for c in fake_forge.calls if c.method == "POST" and c.path.endswith("/pulls")]
+        assert len(opens) == FORGE_JOBS, "no open was ever repeated"
+        assert sum(c.dropped for c in opens) == 2, "two answers were lost on the way"
+        for n in range(1, FORGE_JOBS + 1):
+            text = subprocess.run(
+                ["git", "show", f"main:jobs/job-{n}.txt"],
+                cwd=fake_forge.world.repo_path(FORGE_REPO),
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+            assert text == f"work of job {n}\n"
+    finally:
+        store.close()

@@ -41,6 +41,7 @@ def reject(
 ) -> None:
     """Reject at the gate a job waits at, with a reason."""
     from cairn.jobs import gates
+    from cairn.jobs.forge_reject import closes_pull_request
     from cairn.sanitize import user_sanitizer
 
     s = session(ctx)
@@ -48,7 +49,10 @@ def reject(
         job = gates.reject(
             conn, job_id, s.actor(as_user), reason, sanitizer=user_sanitizer(s.config)
         )
+        closing = closes_pull_request(conn, job.id)
     console.print(f"job {job.id}: rejected; now {job.status} at {job.stage}")
+    if closing:
+        console.print("a runner (`cairn work`) closes its pull request, with your reason")
 
 
 def reply(

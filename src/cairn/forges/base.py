@@ -69,7 +69,7 @@ class PullRequest:
     reviews: tuple[Review, ...] = ()
 
     def to_dict(self) -> dict[str, object]:
-        """The JSON shape: number, url, state, checks, reviews (and the branches)."""
+        """The JSON shape: number, url, state, checks, reviews, approvals (and the branches)."""
         return {
             "number": self.number,
             "url": self.url,
@@ -79,7 +79,15 @@ class PullRequest:
             "base": self.base,
             "checks": [{"name": c.name, "state": c.state} for c in self.checks],
             "reviews": [{"user": r.user, "state": r.state} for r in self.reviews],
+            "approvals": self.approvals(),
         }
+
+    def approvals(self) -> int:
+        """Approving reviewers other than the author: as on GitHub, the one who asked for the
+        change (cairn's token opened it) does not count as a second pair of eyes."""
+        approving = {r.user for r in self.reviews if r.state == "approved"}
+        approving.discard(self.author or "")
+        return len(approving)
 
 
 def carries_line(body: str, line: str) -> bool:

@@ -28,6 +28,10 @@ READ = (
 PUSH = "Contents: read and write (the repo scope for a classic token)"
 PULLS = "Pull requests: read and write (the repo scope for a classic token)"
 CHECKS = "Checks: read and Commit statuses: read"
+_READY = (
+    "mutation($id: ID!) { markPullRequestReadyForReview(input: {pullRequestId: $id}) "
+    "{ pullRequest { isDraft } } }"
+)
 _REVIEW_STATES = {"APPROVED": "approved", "CHANGES_REQUESTED": "changes_requested"}
 
 
@@ -52,6 +56,10 @@ class GitHubForge:
         self._http = ForgeHTTP(
             "GitHub", api, headers=headers, secret=token, timeout=timeout, transport=transport
         )
+        self._graphql = ForgeHTTP(
+            "GitHub", graphql_url(api), headers=headers, secret=token, timeout=timeout,
+            transport=transport,
+        )  # fmt: skip
         self._path = f"/repos/{repo}"
 
     def check_access(self) -> Access:
@@ -96,10 +104,23 @@ class GitHubForge:
         if action == PullAction.close:
             self._http.call("PATCH", where, permission=PULLS, body={"state": "closed"})
         elif action == PullAction.ready:
-            self._http.call("PATCH", where, permission=PULLS, body={"draft": False})
+            self._mark_ready(where)
         elif action == PullAction.merge:
             self._merge(number)
         return self.get_pull_request(number)
+
+    def _mark_ready(self, where: str) -> None:
+        """GitHub's REST API cannot take a pull request out of draft; its GraphQL API can."""
+        node = self._http.call("GET", where, permission=PULLS)["node_id"]
+        answer = self._graphql.call(
+            "POST", "", permission=PULLS, body={"query": _READY, "variables": {"id": node}}
+        )
+        errors = (answer or {}).get("errors") or []
+        if errors:
+            said = " ".join(str(e.get("message", "")) for e in errors if isinstance(e, dict))
+            if "not accessible" in said.lower() or "forbidden" in said.lower():
+                raise ForgeAccessDenied(f"the credential lacks {PULLS} (GitHub's GraphQL API)")
+            raise ForgeError(f"GitHub did not mark the pull request ready for review: {said[:200]}")
 
     def _merge(self, number: int) -> None:
         try:
@@ -125,6 +146,13 @@ class GitHubForge:
             Check(r["name"], "pending" if r.get("status") != "completed" else _conclusion(r))
             for r in runs.get("check_runs", [])
         )
+
+
+def graphql_url(api: str) -> str:
+    """GitHub's GraphQL endpoint beside its REST API `api` (api.github.com, or an Enterprise
+    server's /api/v3)."""
+    api = api.rstrip("/")
+    return api.removesuffix("/v3") + "/graphql" if api.endswith("/api/v3") else api + "/graphql"
 
 
 def _conclusion(run: dict[str, Any]) -> str:

@@ -1,5 +1,11 @@
 """Delivery as a pull request: one per job, whatever crashes, adopted rather than repeated.
 
+In the two pull-request modes the job's branch is pushed and its pull request opened as a
+draft when the job reaches `awaiting_review` (`publish_for_review`), so the reviewer reviews
+the pull request itself. Approval then marks it ready (`pull_request`) or merges it through
+the forge's API (`pull_request_and_merge`); a rejection closes it (`forge_reject`). A
+follow-up moves the same branch, so the same pull request shows the new commit.
+
 Opening the pull request is an effect like a push: intended before, done after, with the
 PR's number as its external reference. Before an intended open is repeated, the forge is
 asked for the pull requests of the job's branch and of the job's key line (carried in every
@@ -28,7 +34,12 @@ from cairn.jobs.ledger import StoreEffects
 def pull_request_key(drive: Drive) -> str:
     """The job's one pull request's effect key in the ledger: by job, so a follow-up updates
     it. The ledger is the installation's own, so the job id is enough there."""
-    return f"job-{drive.job.id}:pull_request"
+    return pull_request_key_of(drive.job.id)
+
+
+def pull_request_key_of(job_id: int) -> str:
+    """`pull_request_key` for a job known by its id alone (gates, `cairn show`)."""
+    return f"job-{job_id}:pull_request"
 
 
 def pull_request_marker(drive: Drive) -> str:
@@ -42,22 +53,53 @@ def _legacy_marker(drive: Drive) -> str:
     return f"cairn job {drive.job.id} · key: {pull_request_key(drive)}"
 
 
+def is_pull_request_room(drive: Drive) -> bool:
+    """Whether the job's room delivers by pull request (so review happens on one)."""
+    from cairn.jobs.deliver import delivery_mode
+
+    return delivery_mode(drive) != Delivery.push_and_merge
+
+
+def publish_for_review(drive: Drive, sha: str) -> int:
+    """Push the job's branch at `sha` and open (or adopt) its draft pull request, so the
+    reviewer reviews the pull request itself; Blocked if the forge refuses or it was closed."""
+    from cairn.jobs.review_push import push_for_review
+
+    effects = StoreEffects(drive.store, drive.job.id, drive.token)
+    forge = forge_of(drive)
+    try:
+        push_for_review(drive, effects, sha)
+        number = _opened(drive, effects, forge, draft=True)
+        _require_open(drive, forge.get_pull_request(number))
+    except ForgeError as exc:
+        raise Blocked(
+            f"the pull request for review could not be published: {exc}",
+            next_actions=[drive.resume_step()],
+        ) from None
+    return number
+
+
 def deliver_by_pull_request(
     drive: Drive, effects: StoreEffects, mode: Delivery
 ) -> tuple[Measurement, ...]:
-    """Open (or adopt) the job's pull request; in pull_request_and_merge, merge it too."""
-    forge = _forge(drive)
+    """Adopt the job's pull request (opened at review), then mark it ready for review or, in
+    pull_request_and_merge, merge it through the forge (branch protection decides)."""
+    forge = forge_of(drive)
     key = pull_request_key(drive)
     try:
-        opened = perform(
-            effects, "pull_request", key,
-            inspect=lambda: _adopt(drive, forge),
-            act=lambda: _open(drive, forge),
+        number = _opened(drive, effects, forge, draft=False)
+        _require_open(drive, forge.get_pull_request(number))
+        ready = perform(
+            effects, "pull_request_ready", f"{key}:ready",
+            inspect=lambda: _ready(forge, number),
+            act=lambda: _mark_ready(forge, number),
             faults=drive.faults,
         )  # fmt: skip
-        if opened is None or mode != Delivery.pull_request_and_merge:
-            return (Measurement("pull_request", int(opened is not None), Expect.equals, 1),)
-        number = int(opened)
+        if mode != Delivery.pull_request_and_merge:
+            return (
+                Measurement("pull_request", 1, Expect.equals, 1),
+                Measurement("ready", int(ready is not None), Expect.equals, 1),
+            )
         merged = perform(
             effects, "forge_merge", f"{key}:merge",
             inspect=lambda: _merged(forge, number),
@@ -74,7 +116,21 @@ def deliver_by_pull_request(
     )
 
 
-def _forge(drive: Drive) -> Forge:
+def _opened(drive: Drive, effects: StoreEffects, forge: Forge, *, draft: bool) -> int:
+    """The number of the job's one pull request: recorded, adopted, or opened now."""
+    opened = perform(
+        effects, "pull_request", pull_request_key(drive),
+        inspect=lambda: _adopt(drive, forge),
+        act=lambda: _open(drive, forge, draft=draft),
+        faults=drive.faults,
+    )  # fmt: skip
+    if opened is None:
+        raise ForgeError("the forge opened no pull request and gave no reason; resume to retry")
+    return int(opened)
+
+
+def forge_of(drive: Drive) -> Forge:
+    """The forge client of the job's room, with the room's credential (never shown)."""
     from cairn.forges import get_forge
     from cairn.forges.credentials import forge_token
 
@@ -100,28 +156,45 @@ def _adopt(drive: Drive, forge: Forge) -> str | None:
     if live:
         return str(live[0].number)
     if ours:
-        raise Blocked(_closed_by_hand(ours[-1]), next_actions=[drive.resume_step()])
+        raise Blocked(closed_by_hand(ours[-1]), next_actions=[drive.resume_step()])
     return None
 
 
-def _closed_by_hand(pull: PullRequest) -> str:
+def _require_open(drive: Drive, pull: PullRequest) -> None:
+    """Never reopened silently: a pull request closed without merging blocks the job."""
+    if pull.state == PullState.closed:
+        raise Blocked(closed_by_hand(pull), next_actions=[drive.resume_step()])
+
+
+def closed_by_hand(pull: PullRequest) -> str:
+    """What a job whose pull request someone closed says: cairn never reopens it."""
     return (
         f"pull request #{pull.number} ({pull.url}) was closed on the forge, not by cairn; cairn "
         "never reopens it. Reopen it there and resume, or cancel the job"
     )
 
 
-def _open(drive: Drive, forge: Forge) -> str:
+def _open(drive: Drive, forge: Forge, *, draft: bool) -> str:
     title = _first_line(drive.request.text)
     body = f"{drive.job.summary or title}\n\n---\n{pull_request_marker(drive)}\n"
-    pull = forge.open_pull_request(drive.branch, drive.room.base_branch, title, body, draft=False)
+    pull = forge.open_pull_request(drive.branch, drive.room.base_branch, title, body, draft=draft)
     return str(pull.number)
+
+
+def _ready(forge: Forge, number: int) -> str | None:
+    pull = forge.get_pull_request(number)
+    return None if pull.draft and pull.state == PullState.open else f"#{number}"
+
+
+def _mark_ready(forge: Forge, number: int) -> str | None:
+    ready = forge.update(number, PullAction.ready)
+    return None if ready.draft else f"#{number}"
 
 
 def _merged(forge: Forge, number: int) -> str | None:
     pull = forge.get_pull_request(number)
     if pull.state == PullState.closed:
-        raise ForgeError(_closed_by_hand(pull))
+        raise ForgeError(closed_by_hand(pull))
     return f"#{number}" if pull.state == PullState.merged else None
 
 
@@ -147,7 +220,7 @@ def pull_request_view(
     from cairn.store import jobs as job_ledger
     from cairn.store.rooms import get_room
 
-    effect = effects.find(conn, f"job-{job_id}:pull_request")
+    effect = effects.find(conn, pull_request_key_of(job_id))
     if effect is None or effect.status != "done" or not effect.external_ref:
         return None
     room = get_room(conn, job_ledger.get_job(conn, job_id).room_id)

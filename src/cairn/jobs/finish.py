@@ -18,6 +18,7 @@ from cairn.engine import (
 )
 from cairn.errors import BoundaryError
 from cairn.jobs import follow_ups
+from cairn.jobs.deliver_forge import is_pull_request_room, publish_for_review
 from cairn.jobs.drive import Drive
 from cairn.sanitize import SUMMARY_LIMIT
 from cairn.stages import Gate, Stage, Verdict
@@ -177,6 +178,9 @@ def _summary_now(drive: Drive, prior: RunRecord) -> str | None:
 def _review(drive: Drive, upstream: Upstream) -> Result:
     """The integration gate: an approval made after this result was summarized, or a pause."""
     summarized = upstream[Stage.summarizing]
+    if is_pull_request_room(drive):
+        # The reviewer reviews the pull request itself: it is there before the job waits.
+        publish_for_review(drive, summarized.content_id or "")
     with drive.store.begin() as conn:
         made = decisions.for_job(conn, drive.job.id)
     mark = summarized.evidence.get_int("decision_mark") or 0

@@ -138,6 +138,11 @@ def reject(
         pending = dep_ledger.latest(conn, job.id)
         dep_ledger.decide(conn, pending.id, RequestStatus.rejected, decision.id)
         return job_ledger.transition(conn, job, job.stage, Status.queued)
+    if gate is Gate.integration:
+        from cairn.jobs.forge_reject import intend_close
+
+        # Closed with the reason by a runner, which holds the room's forge credential.
+        intend_close(conn, job.id)
     diagnosis = (sanitizer or Sanitizer()).clean(f"rejected at the {gate} gate: {reason}")
     return job_ledger.transition(conn, job, Stage.rejected, Status.rejected, diagnosis=diagnosis)
 

@@ -82,6 +82,7 @@ class Runner:
         while True:
             if job_id is None:  # `cairn run` works on its one job; `cairn work` fires schedules
                 self._fire_schedules()
+                self._close_rejected()
             with self.store.begin() as conn:
                 job = leases.claim(conn, self.runner_id, self.config.lease_seconds, job_id=job_id)
             if job is not None:
@@ -107,6 +108,15 @@ class Runner:
             return
         for firing in fired:
             _log.info("schedule %s fired for %s", firing.schedule_id, firing.fire_at)
+
+    def _close_rejected(self) -> None:
+        """Close the pull requests of jobs rejected at review (each with its reason)."""
+        from cairn.jobs.forge_reject import close_rejected
+
+        try:
+            close_rejected(self.store, self.config)
+        except Exception:
+            _log.exception("could not close rejected jobs' pull requests; trying again later")
 
     def drive(self, job: Job) -> Job:
         """Drive one claimed job, renewing its lease from a heartbeat thread."""

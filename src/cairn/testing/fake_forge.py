@@ -3,7 +3,8 @@
 It serves the REST subset cairn's forge clients use (`fake_forge_api`: GitHub v3 under
 /api/v3, GitLab v4 under /api/v4), real git over smart HTTP through `git http-backend` at
 /{owner}/{name}.git (basic auth, the token as password), and a minimal OAuth authorization
-endpoint (/login/oauth/authorize, /login/oauth/access_token) for web onboarding.
+authorization-code flow (`fake_forge_oauth`: /login/oauth/authorize shows Authorize and
+Cancel, /login/oauth/access_token gives a token the forge accepts) for web onboarding.
 
     with FakeForge(tmp_path, kind="github") as forge:
         forge.create_repo("acme/app", source=sample_repo)
@@ -30,9 +31,11 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from cairn.testing import fake_forge_api as api
+from cairn.testing.fake_forge_oauth import OAuthApps, read_form
+from cairn.testing.fake_forge_oauth import Page as OAuthPage
 from cairn.testing.fake_forge_state import READ, WRITE, ForgeWorld, Protection, Pull, Token
 from cairn.testing.loopback import LoopbackServer
 
@@ -65,8 +68,7 @@ class FakeForge:
         self._lock = threading.RLock()
         self._calls: list[RecordedCall] = []
         self._faults: list[tuple[str, re.Pattern[str], list[int]]] = []
-        self._oauth: dict[str, tuple[str, frozenset[str]]] = {}  # client id -> secret, scopes
-        self._codes: dict[str, str] = {}  # authorization code -> client id
+        self._oauth = OAuthApps(self.world)
         self._http = LoopbackServer(self, _Handler)
         self._thread = threading.Thread(
             target=self._http.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
@@ -132,12 +134,12 @@ class FakeForge:
         with self._lock:
             self._faults.append((method, re.compile(path), [times]))
 
-    def register_oauth_app(self, *, scopes: Iterable[str] = (READ, WRITE)) -> tuple[str, str]:
-        """An OAuth app: (client id, client secret); its access tokens get `scopes`."""
-        client, secret = f"client_{secrets.token_hex(4)}", secrets.token_hex(12)
+    def register_oauth_app(
+        self, *, scopes: Iterable[str] = (READ, WRITE), user: str = "oauth-user"
+    ) -> tuple[str, str]:
+        """An OAuth app: (client id, client secret); its access tokens act as `user`."""
         with self._lock:
-            self._oauth[client] = (secret, frozenset(scopes))
-        return client, secret
+            return self._oauth.register(scopes, user)
 
     # Reading what happened.
 
@@ -195,21 +197,11 @@ class FakeForge:
         with self._lock:
             return api.answer(self.world, self.kind, call)
 
-    def authorize_code(self, client: str) -> str | None:
+    def oauth_answer(
+        self, method: str, path: str, query: dict[str, str], form: dict[str, str]
+    ) -> OAuthPage:
         with self._lock:
-            if client not in self._oauth:
-                return None
-            code = secrets.token_hex(8)
-            self._codes[code] = client
-            return code
-
-    def exchange_code(self, client: str, secret: str, code: str) -> str | None:
-        with self._lock:
-            if self._codes.pop(code, None) != client or self._oauth[client][0] != secret:
-                return None
-            token = f"fake_oauth_{secrets.token_hex(12)}"
-            self.world.tokens[token] = Token("oauth-user", self._oauth[client][1])
-            return token
+            return self._oauth.answer(method, path, query, form)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -241,6 +233,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._oauth(path, query, body)
         elif path.startswith(("/api/v3/", "/api/v4/")):
             self._api(path[len("/api/v3") :], query, body)
+        elif path == "/api/graphql" and self.forge.kind == "github":
+            self._api("/graphql", query, body)
         else:
             self._send(404, {"message": "Not Found"})
 
@@ -359,24 +353,12 @@ class _Handler(BaseHTTPRequestHandler):
         return status, headers, output
 
     def _oauth(self, path: str, query: dict[str, str], raw: bytes) -> None:
-        if path == "/login/oauth/authorize":
-            code = self.forge.authorize_code(query.get("client_id", ""))
-            if code is None or not query.get("redirect_uri"):
-                self._send(400, {"error": "invalid_client"})
-                return
-            self.forge.record(RecordedCall(self.command, path, 302, None))
-            answer = urlencode({"code": code, "state": query.get("state", "")})
-            where = f"{query['redirect_uri']}?{answer}"
-            self._send(302, {}, {"Location": where})
-            return
-        form = dict(parse_qsl(raw.decode())) if raw else query
-        if raw and self.headers.get("Content-Type", "").startswith("application/json"):
-            form = json.loads(raw)
-        token = self.forge.exchange_code(
-            form.get("client_id", ""), form.get("client_secret", ""), form.get("code", "")
-        )
-        self.forge.record(RecordedCall(self.command, path, 200 if token else 400, None))
-        if token is None:
-            self._send(400, {"error": "bad_verification_code"})
-            return
-        self._send(200, {"access_token": token, "token_type": "bearer", "scope": "repo"})
+        form = read_form(raw, self.headers.get("Content-Type", ""))
+        page = self.forge.oauth_answer(self.command, path, query, form)
+        self.forge.record(RecordedCall(self.command, path, page.status, None))
+        self.send_response(page.status)
+        for name, value in page.headers.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(page.body)))
+        self.end_headers()
+        self.wfile.write(page.body)

@@ -36,6 +36,8 @@ def answer(world: ForgeWorld, kind: str, call: Call) -> Answer:
     """Route `call` (a path below /api/v3 or /api/v4) to the forge's handler."""
     if call.token is None:
         return 401, _message(kind, "Requires authentication", "401 Unauthorized")
+    if kind == "github" and call.path == "/graphql" and call.method == "POST":
+        return _gh_graphql(world, call)
     routes = _GITHUB if kind == "github" else _GITLAB
     for method, pattern, route, scope in routes:
         found = re.fullmatch(pattern, call.path)
@@ -59,6 +61,34 @@ def _message(kind: str, github: str, gitlab: str) -> dict[str, str]:
     return {"message": github} if kind == "github" else {"message": gitlab}
 
 
+def _comments(kind: str) -> tuple[Route, Route]:
+    """The add and list routes of a pull request's comments (GitHub's issue comments, GitLab's
+    notes): one shape on both forges, `{id, body}`."""
+
+    def pull_of(world: ForgeWorld, found: re.Match[str]) -> Pull | None:
+        number = found["number"] if kind == "github" else found["iid"]
+        return world.find_pull(_repo(kind, found), int(number))
+
+    def add(world: ForgeWorld, call: Call, found: re.Match[str]) -> Answer:
+        pull = pull_of(world, found)
+        if pull is None:
+            return 404, _message(kind, "Not Found", "404 Not found")
+        pull.comments.append(str((call.body or {}).get("body", "")))
+        return 201, {"id": len(pull.comments), "body": pull.comments[-1]}
+
+    def listed(world: ForgeWorld, call: Call, found: re.Match[str]) -> Answer:
+        pull = pull_of(world, found)
+        if pull is None:
+            return 404, _message(kind, "Not Found", "404 Not found")
+        return 200, [{"id": i + 1, "body": text} for i, text in enumerate(pull.comments)]
+
+    return add, listed
+
+
+_gh_comment, _gh_comments = _comments("github")
+_gl_note, _gl_notes = _comments("gitlab")
+
+
 # GitHub v3
 
 
@@ -66,6 +96,7 @@ def _gh_pull(world: ForgeWorld, pull: Pull, base_url: str) -> dict[str, Any]:
     web = base_url.removesuffix("/api/v3")
     return {
         "number": pull.number,
+        "node_id": _node_id(pull),
         "html_url": f"{web}/{pull.repo}/pull/{pull.number}",
         "state": "open" if pull.state == "open" else "closed",
         "merged": pull.state == "merged",
@@ -78,6 +109,28 @@ def _gh_pull(world: ForgeWorld, pull: Pull, base_url: str) -> dict[str, Any]:
         "head": {"ref": pull.head, "sha": world.branch_sha(pull.repo, pull.head)},
         "base": {"ref": pull.base},
     }
+
+
+def _node_id(pull: Pull) -> str:
+    return f"PR_{pull.repo.replace('/', '_')}_{pull.number}"
+
+
+def _gh_graphql(world: ForgeWorld, call: Call) -> Answer:
+    """The one GraphQL mutation cairn uses; GitHub answers 200 with `errors` for a refusal."""
+    body = call.body if isinstance(call.body, dict) else {}
+    query, node = str(body.get("query", "")), (body.get("variables") or {}).get("id")
+    if "markPullRequestReadyForReview" not in query:
+        return 200, {"errors": [{"message": "the fake forge serves one mutation only"}]}
+    pulls = [p for repo in world.pulls.values() for p in repo if _node_id(p) == node]
+    assert call.token is not None
+    if not pulls or READ not in call.token.scopes:
+        text = f"Could not resolve to a node with the global id of '{node}'"
+        return 200, {"errors": [{"type": "NOT_FOUND", "message": text}]}
+    if WRITE not in call.token.scopes:
+        text = "Resource not accessible by personal access token"
+        return 200, {"errors": [{"type": "FORBIDDEN", "message": text}]}
+    pulls[0].draft = False
+    return 200, {"data": {"markPullRequestReadyForReview": {"pullRequest": {"isDraft": False}}}}
 
 
 def _gh_repo(world: ForgeWorld, call: Call, found: re.Match[str]) -> Answer:
@@ -137,8 +190,7 @@ def _gh_update(world: ForgeWorld, call: Call, found: re.Match[str]) -> Answer:
         pull.state = "closed"
     elif body.get("state") == "open" and pull.state == "closed":
         pull.state = "open"
-    if "draft" in body:  # GitHub marks ready through GraphQL; cairn's subset takes it here
-        pull.draft = bool(body["draft"])
+    # As on GitHub, `draft` is not taken here: a draft is marked ready through GraphQL.
     pull.title = str(body.get("title", pull.title))
     pull.body = str(body.get("body", pull.body))
     return 200, _gh_pull(world, pull, call.base_url)
@@ -155,21 +207,6 @@ def _gh_merge(world: ForgeWorld, call: Call, found: re.Match[str]) -> Answer:
     if sha is None:
         return 405, {"message": "Pull Request is not mergeable: merge conflict"}
     return 200, {"merged": True, "sha": sha, "message": "Pull Request successfully merged"}
-
-
-def _gh_comment(world: ForgeWorld, call: Call, found: re.Match[str]) -> Answer:
-    pull = _gh_pull_of(world, found)
-    if pull is None:
-        return 404, {"message": "Not Found"}
-    pull.comments.append(str((call.body or {}).get("body", "")))
-    return 201, {"id": len(pull.comments), "body": pull.comments[-1]}
-
-
-def _gh_comments(world: ForgeWorld, call: Call, found: re.Match[str]) -> Answer:
-    pull = _gh_pull_of(world, found)
-    if pull is None:
-        return 404, {"message": "Not Found"}
-    return 200, [{"id": i + 1, "body": text} for i, text in enumerate(pull.comments)]
 
 
 def _gh_reviews(world: ForgeWorld, call: Call, found: re.Match[str]) -> Answer:
@@ -312,21 +349,6 @@ def _gl_merge(world: ForgeWorld, call: Call, found: re.Match[str]) -> Answer:
     if world.merge(pull) is None:
         return 406, {"message": "Branch cannot be merged"}
     return 200, _gl_pull(world, pull, call.base_url)
-
-
-def _gl_note(world: ForgeWorld, call: Call, found: re.Match[str]) -> Answer:
-    pull = _gl_pull_of(world, found)
-    if pull is None:
-        return 404, {"message": "404 Not found"}
-    pull.comments.append(str((call.body or {}).get("body", "")))
-    return 201, {"id": len(pull.comments), "body": pull.comments[-1]}
-
-
-def _gl_notes(world: ForgeWorld, call: Call, found: re.Match[str]) -> Answer:
-    pull = _gl_pull_of(world, found)
-    if pull is None:
-        return 404, {"message": "404 Not found"}
-    return 200, [{"id": i + 1, "body": text} for i, text in enumerate(pull.comments)]
 
 
 def _gl_approvals(world: ForgeWorld, call: Call, found: re.Match[str]) -> Answer:
