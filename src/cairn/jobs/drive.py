@@ -13,7 +13,16 @@ from typing import Any
 import sqlalchemy as sa
 
 from cairn.config import Config
-from cairn.engine import NO_FAULTS, Engine, Evidence, Faults, StageDef, StageFailed, Workflow
+from cairn.engine import (
+    NO_FAULTS,
+    Engine,
+    Evidence,
+    Faults,
+    RunRecord,
+    StageDef,
+    StageFailed,
+    Workflow,
+)
 from cairn.errors import CairnError, LeaseLost
 from cairn.jobs import context
 from cairn.jobs.access import missing_access
@@ -194,17 +203,31 @@ class Drive:
 
     def _drive_workflow(self, workflow: Workflow[Drive]) -> None:
         """One pass of the workflow, its reuse decided from one snapshot taken now."""
+        from cairn.jobs import checkpoints, rebuild
+
+        # Before the snapshot's reuse is checked against the workspace: it must be this host's.
+        rebuild.ensure_workspace_here(self)
         engine: Engine[Drive] = Engine.starting(
             StoreLedger(self.store, self.job.id, self.token),
             faults=self.faults,
             on_start=self._entering,
+            on_accept=self._accepted,
         )
         report = engine.drive(workflow, self)
+        if report.paused_at == Stage.awaiting_dependency_approval.value:
+            # The agent's turn ended on its ask: a settled position another host may go on from.
+            checkpoints.save_if_changed(self, Stage.running_agent.value)
         if report.paused_at is not None:
             self.wait(Stage(report.paused_at))
         else:
             # Reached only once the change is merged: a delivery left to a person blocks.
             self.move(Stage.completed, Status.completed, diagnosis=None)
+
+    def _accepted(self, stage: StageDef[Drive], run: RunRecord) -> None:
+        from cairn.jobs import checkpoints
+
+        if stage.name in checkpoints.CHANGING_STAGES:
+            checkpoints.save_if_changed(self, stage.name)
 
     def _entering(self, stage: StageDef[Drive]) -> None:
         entered = Stage(stage.name)
