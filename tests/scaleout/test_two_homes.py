@@ -14,8 +14,7 @@ import pytest
 from cairn.config import Config
 from cairn.jobs.checkpoints import host_of
 from cairn.stages import Status
-from cairn.store import checkpoints, workspace_hosts
-from cairn.store import Store
+from cairn.store import Store, checkpoints, workspace_hosts
 from cairn.testing.harness import Cairn, make_cairn
 
 from .hosts import Host, expected_tree
