@@ -83,6 +83,7 @@ def save_if_changed(drive: Drive, stage: str) -> Checkpoint | None:
             context_state=state,
             context_seq=step.seq if step else 0,
             context_step_id=step.id if step else None,
+            context_step_at=step.at if step else None,
             host=host_of(drive.config),
             fencing_token=drive.token,
         )

@@ -121,18 +121,26 @@ def roll_back_context(
             earlier = [item for item in saved.get(kept, []) if item not in current.get(kept, [])]
             state[kept] = [*earlier, *current.get(kept, [])]
         contexts.save(conn, job_id, agent, state)
-    conn.execute(sa.delete(context_steps).where(_steps_after(job_id, checkpoint)))
-
-
-def _steps_after(job_id: int, checkpoint: Checkpoint | None) -> sa.ColumnElement[bool]:
     mine = context_steps.c.job_id == job_id
+    if _conversation_continues(conn, job_id, checkpoint):
+        assert checkpoint is not None
+        mine = sa.and_(mine, context_steps.c.seq > checkpoint.context_seq)
+    conn.execute(sa.delete(context_steps).where(mine))
+
+
+def _conversation_continues(
+    conn: sa.Connection, job_id: int, checkpoint: Checkpoint | None
+) -> bool:
+    """Whether the checkpoint's last step is still the job's step there: a conversation
+    replaced since (`reply --fresh`) shares no steps with the checkpoint."""
     if checkpoint is None or checkpoint.context_step_id is None:
-        return mine
-    # A conversation replaced since the checkpoint (`reply --fresh`) shares no steps with it.
-    kept = sa.and_(
-        mine,
-        context_steps.c.seq == checkpoint.context_seq,
-        context_steps.c.id == checkpoint.context_step_id,
+        return False
+    step = conn.execute(
+        sa.select(context_steps.c.id, context_steps.c.at).where(
+            context_steps.c.job_id == job_id, context_steps.c.seq == checkpoint.context_seq
+        )
+    ).first()
+    return step is not None and (step.id, step.at) == (
+        checkpoint.context_step_id,
+        checkpoint.context_step_at,
     )
-    still_there = sa.select(context_steps.c.id).where(kept).exists()
-    return sa.and_(mine, sa.or_(sa.not_(still_there), context_steps.c.seq > checkpoint.context_seq))

@@ -37,7 +37,9 @@ class Checkpoint(Record):
     context_seq: int
     """How many conversation steps (`context_steps`) were saved then."""
     context_step_id: int | None
-    """The row id of that last step: tells whether the conversation was replaced since."""
+    """The row id of that last step: with its time, tells whether the conversation was
+    replaced since (SQLite hands a deleted row's id out again)."""
+    context_step_at: datetime | None
     host: str
     fencing_token: int
     created_at: datetime
@@ -56,6 +58,7 @@ def add(
     context_state: dict[str, Any] | None,
     context_seq: int,
     context_step_id: int | None,
+    context_step_at: datetime | None,
     host: str,
     fencing_token: int,
 ) -> Checkpoint:
@@ -71,6 +74,7 @@ def add(
         "context_state": context_state,
         "context_seq": context_seq,
         "context_step_id": context_step_id,
+        "context_step_at": context_step_at,
         "host": host,
         "fencing_token": fencing_token,
         "created_at": utcnow(),

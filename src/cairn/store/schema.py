@@ -367,6 +367,7 @@ checkpoints = sa.Table(
     sa.Column("context_state", sa.JSON),
     sa.Column("context_seq", sa.Integer, nullable=False, server_default="0"),
     sa.Column("context_step_id", sa.Integer),
+    sa.Column("context_step_at", UTCDateTime),
     sa.Column("host", sa.String(255), nullable=False),
     sa.Column("fencing_token", sa.Integer, nullable=False),
     _created(),

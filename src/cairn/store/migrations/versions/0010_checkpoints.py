@@ -30,6 +30,7 @@ def upgrade() -> None:
         sa.Column("context_state", sa.JSON(), nullable=True),
         sa.Column("context_seq", sa.Integer(), server_default="0", nullable=False),
         sa.Column("context_step_id", sa.Integer(), nullable=True),
+        sa.Column("context_step_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("host", sa.String(length=255), nullable=False),
         sa.Column("fencing_token", sa.Integer(), nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
