@@ -1,11 +1,13 @@
 """Rebuilding a job's workspace on the host that now drives it, from the job's checkpoint.
 
 A runner checks this before each pass of the workflow. When this host holds the job's
-workspace (the store's holder row names it and the worktree is there), nothing happens: a
-crash on this host is recovered where it happened (rule 9). Otherwise the workspace here, if
-any, is stale; it is replaced by one rebuilt from the latest checkpoint (a fresh worktree from
-the room's mirror at the checkpoint's baseline, the bundle unbundled, its commit checked out),
-and the rebuilt tree must have the checkpoint's content identity. The agent's context is
+workspace (the store's holder row names it and its folder is there), nothing happens: a
+crash on this host is recovered where it happened (rule 9), and a folder that is no longer a
+worktree is refused by the workspace stage as before. Otherwise the workspace here (missing,
+or a copy left from an earlier hold that another host has moved on from) is stale: it is
+replaced by one rebuilt from the latest checkpoint (a fresh worktree from the room's mirror at
+the checkpoint's baseline, the bundle unbundled, its commit checked out), and the rebuilt
+tree must have the checkpoint's content identity, or nothing runs. The agent's context is
 rolled back to the checkpoint's position in the same fenced transaction that makes this host
 the holder, so the context never says more was done than the workspace holds: whatever the
 lost host did after its last checkpoint is redone by the stage that did it.
@@ -13,6 +15,7 @@ lost host did after its last checkpoint is redone by the stage that did it.
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,7 +41,8 @@ def ensure_workspace_here(drive: Drive) -> Checkpoint | None:
     with drive.store.begin() as conn:
         held_by = workspace_hosts.holder(conn, drive.job.id)
         latest = checkpoint_ledger.latest(conn, drive.job.id)
-    if held_by == here and (drive.worktree.is_valid() or latest is None):
+    if held_by == here and os.path.lexists(drive.worktree.path):
+        # This host's own workspace, whatever state a crash left it in (rule 9 decides).
         return None
     if held_by is None and latest is None:
         with drive.fenced() as conn:  # a job new to every host: this one makes its workspace
