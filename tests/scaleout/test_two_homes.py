@@ -13,8 +13,10 @@ import pytest
 
 from cairn.config import Config
 from cairn.jobs.checkpoints import host_of
+from cairn.jobs.runner import Runner
 from cairn.stages import Status
 from cairn.store import Store, checkpoints, workspace_hosts
+from cairn.store import dependency_requests as dependency_ledger
 from cairn.testing.harness import Cairn, make_cairn
 
 from .hosts import Host, expected_tree
@@ -118,3 +120,41 @@ def test_host_a_dies_at_a_named_point_and_host_b_finishes(
             cairn.approve(job.id)
         assert b.work().returncode == 0
     _assert_delivered_once(cairn, job.id, before)
+
+
+PAUSING = """
+steps:
+  - append: {path: a.txt, content: "written before the pause\\n"}
+  - request_dependency:
+      ecosystem: pypi
+      name: termcolor
+      version: "2.4.0"
+      reason: "colour output"
+  - append: {path: a.txt, content: "written after the decision\\n"}
+  - finish: {summary: "wrote a.txt"}
+"""
+
+
+def test_a_turn_paused_at_the_dependency_gate_goes_on_from_there_on_another_host(
+    cairn: Cairn, tmp_path: Path
+) -> None:
+    job = cairn.submit(PAUSING)
+    cairn.work()  # host A: the harness's own home
+    assert cairn.job(job.id).stage.value == "awaiting_dependency_approval"
+    with cairn.store.begin() as conn:
+        (paused,) = checkpoints.for_job(conn, job.id)
+    assert paused.stage == "running_agent" and paused.context_state is not None
+    cairn.reject(job.id, "not this one")
+
+    host_b = cairn.config.model_copy(update={"home": tmp_path / "host-b"})
+    Runner(cairn.store, host_b).work(until_idle=True)
+
+    assert cairn.job(job.id).stage.value == "awaiting_review", cairn.job(job.id).diagnosis
+    rebuilt = host_b.workspace_path(cairn.store.installation_id, job.id)
+    # The context went on from the pause and the workspace from its checkpoint: each line once.
+    assert (rebuilt / "a.txt").read_text() == (
+        "written before the pause\nwritten after the decision\n"
+    )
+    with cairn.store.begin() as conn:
+        asked = [(d.name, d.status.value) for d in dependency_ledger.for_job(conn, job.id)]
+    assert asked == [("termcolor", "rejected")], "the agent did not ask a second time"
