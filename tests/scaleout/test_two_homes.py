@@ -158,3 +158,30 @@ def test_a_turn_paused_at_the_dependency_gate_goes_on_from_there_on_another_host
     with cairn.store.begin() as conn:
         asked = [(d.name, d.status.value) for d in dependency_ledger.for_job(conn, job.id)]
     assert asked == [("termcolor", "rejected")], "the agent did not ask a second time"
+
+
+def test_a_checkpoint_a_crash_missed_is_taken_when_its_stage_is_reused(
+    cairn: Cairn, tmp_path: Path
+) -> None:
+    """Host A dies between accepting the summary and checkpointing it, resumes, is lost at
+    review: host B still delivers the approved commit, without summarizing again."""
+    a, b = _hosts(cairn, tmp_path)
+    job = cairn.submit(SCRIPT)
+    before = int(cairn.git("rev-list", "--count", "main"))
+    assert a.work("crash:after_accept:summarizing").returncode == 137
+    with cairn.store.begin() as conn:
+        assert [c.stage for c in checkpoints.for_job(conn, job.id)] == ["running_agent"]
+    a.work()
+    assert cairn.job(job.id).stage.value == "awaiting_review"
+    with cairn.store.begin() as conn:
+        assert [c.stage for c in checkpoints.for_job(conn, job.id)] == [
+            "running_agent",
+            "summarizing",
+        ]
+    cairn.approve(job.id)
+
+    b.work()
+
+    _assert_delivered_once(cairn, job.id, before)
+    summaries = [s for s in cairn.detail(job.id)["stages"] if s["name"] == "summarizing"]
+    assert [s["status"] for s in summaries] == ["accepted"], "the approved summary stood"
