@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from cairn.config import Config
 from cairn.jobs.checkpoints import host_of
@@ -17,6 +18,7 @@ from cairn.jobs.runner import Runner
 from cairn.stages import Status
 from cairn.store import Store, checkpoints, workspace_hosts
 from cairn.store import dependency_requests as dependency_ledger
+from cairn.store.schema import checkpoints as checkpoint_table
 from cairn.testing.harness import Cairn, make_cairn
 
 from .hosts import Host, expected_tree
@@ -185,3 +187,28 @@ def test_a_checkpoint_a_crash_missed_is_taken_when_its_stage_is_reused(
     _assert_delivered_once(cairn, job.id, before)
     summaries = [s for s in cairn.detail(job.id)["stages"] if s["name"] == "summarizing"]
     assert [s["status"] for s in summaries] == ["accepted"], "the approved summary stood"
+
+
+def test_a_checkpoint_that_does_not_rebuild_its_tree_is_refused_loudly(
+    cairn: Cairn, tmp_path: Path
+) -> None:
+    job = cairn.submit(SCRIPT)
+    cairn.work()  # host A, to review
+    cairn.approve(job.id)
+    with cairn.store.begin() as conn:
+        latest = checkpoints.latest(conn, job.id)
+        assert latest is not None
+        # The summary's commit holds another tree than the one the checkpoint names.
+        conn.execute(
+            sa.update(checkpoint_table)
+            .where(checkpoint_table.c.id == latest.id)
+            .values(tree=cairn.git("rev-parse", "main^{tree}"))
+        )
+    host_b = cairn.config.model_copy(update={"home": tmp_path / "host-b"})
+    Runner(cairn.store, host_b).work(until_idle=True)
+
+    refused = cairn.detail(job.id)
+    assert (refused["status"], refused["stage"]) == ("blocked", "awaiting_review")
+    assert "checkpoint does not hold the tree it names" in refused["diagnosis"]
+    assert refused["effects"] == [], "nothing was pushed from a workspace that might differ"
+    assert str(tmp_path) not in refused["diagnosis"]
