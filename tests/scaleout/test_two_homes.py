@@ -7,6 +7,7 @@ uninterrupted run gives, and every push and merge happens once.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -36,9 +37,9 @@ RESULT = {"out.txt": "one\ntwo\n", "notes/more.txt": "more\n"}
 
 
 @pytest.fixture
-def pg_store(postgres_url: str) -> Store:
+def pg_store(postgres_url: str) -> Iterator[Store]:
     opened = Store.open(postgres_url, create=True)
-    yield opened  # type: ignore[misc]
+    yield opened
     opened.close()
 
 
