@@ -217,3 +217,13 @@ def test_rolling_back_to_no_checkpoint_starts_the_agent_afresh(store: Store) -> 
         assert job_ledger.get_job(conn, job.id).stage is Stage.queued
         assert job_ledger.get_job(conn, job.id).status is Status.running
     assert rolled is not None and rolled["agent"] is None and rolled["told"] == [7]
+
+
+def test_the_latest_position_can_be_read_without_its_bundle(store: Store) -> None:
+    submit_jobs(store)
+    job = claimed(store)
+    written = checkpoint(store, job)
+    with store.begin() as conn:
+        light = checkpoint_ledger.latest(conn, job.id, bundle=False)
+    assert light is not None and light.bundle == b""
+    assert light == written.evolve(bundle=b"")

@@ -61,7 +61,7 @@ def save_if_changed(drive: Drive, stage: str) -> Checkpoint | None:
         return None
     head, tree = worktree.head(), worktree.content_id()
     with drive.store.begin() as conn:
-        last = checkpoint_ledger.latest(conn, drive.job.id)
+        last = checkpoint_ledger.latest(conn, drive.job.id, bundle=False)
     if last is not None and (last.baseline, last.head, last.tree) == (baseline, head, tree):
         return None
     if last is None and head == baseline and tree == worktree.git("rev-parse", f"{head}^{{tree}}"):

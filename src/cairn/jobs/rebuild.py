@@ -40,7 +40,7 @@ def ensure_workspace_here(drive: Drive) -> Checkpoint | None:
     here = host_of(drive.config)
     with drive.store.begin() as conn:
         held_by = workspace_hosts.holder(conn, drive.job.id)
-        latest = checkpoint_ledger.latest(conn, drive.job.id)
+        latest = checkpoint_ledger.latest(conn, drive.job.id, bundle=False)
     if held_by == here and os.path.lexists(drive.worktree.path):
         # This host's own workspace, whatever state a crash left it in (rule 9 decides).
         return None
@@ -51,6 +51,9 @@ def ensure_workspace_here(drive: Drive) -> Checkpoint | None:
     with drive.mirror.lock():
         drive.worktree.remove()  # this host's copy is older than the job's latest state
         if latest is not None:
+            with drive.store.begin() as conn:
+                latest = checkpoint_ledger.latest(conn, drive.job.id)
+            assert latest is not None, "checkpoints are never deleted"
             _rebuild(drive, latest)
     with drive.fenced() as conn:
         roll_back_context(conn, drive.job.id, drive.agent_name, latest)

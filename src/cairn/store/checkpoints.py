@@ -83,16 +83,23 @@ def add(
     return Checkpoint.from_row(row)
 
 
-def latest(conn: sa.Connection, job_id: int) -> Checkpoint | None:
-    """The job's newest checkpoint, the one a host rebuilds its workspace from."""
+def latest(conn: sa.Connection, job_id: int, *, bundle: bool = True) -> Checkpoint | None:
+    """The job's newest checkpoint, the one a host rebuilds its workspace from.
+
+    Without `bundle` its bytes are left in the store (read as empty): a runner compares
+    positions before every pass, and only a rebuild needs the bundle itself.
+    """
+    columns = [c for c in checkpoints.c if bundle or c.name != "bundle"]
     query = (
-        sa.select(checkpoints)
+        sa.select(*columns)
         .where(checkpoints.c.job_id == job_id)
         .order_by(checkpoints.c.id.desc())
         .limit(1)
     )
     row = conn.execute(query).first()
-    return Checkpoint.from_row(row) if row else None
+    if row is None:
+        return None
+    return Checkpoint.from_row(row) if bundle else Checkpoint(**{**row._mapping, "bundle": b""})
 
 
 def for_job(conn: sa.Connection, job_id: int) -> list[Checkpoint]:
