@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import selectors
 import socket
 import subprocess
 import threading
@@ -109,8 +110,7 @@ class Forwarder:
             upstream.settimeout(None)
             self.relayed += 1
             self._open += [client, upstream]
-            for source, sink in ((client, upstream), (upstream, client)):
-                threading.Thread(target=_pump, args=(source, sink), daemon=True).start()
+            threading.Thread(target=_relay, args=(client, upstream), daemon=True).start()
 
     def close(self) -> None:
         self.server.close()
@@ -119,9 +119,21 @@ class Forwarder:
                 sock.close()
 
 
-def _pump(source: socket.socket, sink: socket.socket) -> None:
-    with contextlib.suppress(OSError):
-        while data := source.recv(65536):
-            sink.sendall(data)
-    with contextlib.suppress(OSError):
-        sink.shutdown(socket.SHUT_WR)
+def _relay(client: socket.socket, upstream: socket.socket) -> None:
+    """Copy bytes both ways until both sides have finished, then close both sockets."""
+    other = {client: upstream, upstream: client}
+    with client, upstream, selectors.DefaultSelector() as selector:
+        for sock in other:
+            selector.register(sock, selectors.EVENT_READ)
+        reading = 2
+        with contextlib.suppress(OSError):
+            while reading:
+                for key, _ in selector.select():
+                    source: socket.socket = key.fileobj  # type: ignore[assignment]
+                    data = source.recv(65536)
+                    if data:
+                        other[source].sendall(data)
+                        continue
+                    selector.unregister(source)
+                    reading -= 1
+                    other[source].shutdown(socket.SHUT_WR)
