@@ -16,6 +16,7 @@ from cairn.errors import UsageError
 
 DEFAULT_LEASE_SECONDS = 15.0
 DEFAULT_GIT_TIMEOUT = 60.0
+DEFAULT_AFFINITY_SECONDS = 5.0
 MAX_LEASE_SECONDS = 86_400.0
 PYPI_INDEX = "https://pypi.org/simple"
 NPM_REGISTRY = "https://registry.npmjs.org/"
@@ -110,6 +111,10 @@ class Config(BaseSettings):
     lease_seconds: float = Field(
         default=DEFAULT_LEASE_SECONDS, gt=0, le=MAX_LEASE_SECONDS, allow_inf_nan=False
     )
+    affinity_seconds: float = Field(
+        default=DEFAULT_AFFINITY_SECONDS, ge=0, le=MAX_LEASE_SECONDS, allow_inf_nan=False
+    )
+    """How long a runnable job waits for the live host that holds its workspace (0: never)."""
     git_timeout: float = Field(default=DEFAULT_GIT_TIMEOUT, gt=0, allow_inf_nan=False)
     """Seconds a git call that reaches a room's repository may go without an answer."""
     user: Annotated[str, AfterValidator(_user_name)] = "admin"
@@ -247,6 +252,9 @@ REFUSALS: dict[str, dict[str, str]] = {
         "float_type": "CAIRN_LEASE_SECONDS must be a number of seconds, for example 15",
         "less_than_equal": f"CAIRN_LEASE_SECONDS must be at most {MAX_LEASE_SECONDS:g} (one day)",
         "": "CAIRN_LEASE_SECONDS must be greater than zero",
+    },
+    "affinity_seconds": {
+        "": "CAIRN_AFFINITY_SECONDS must be a number of seconds from 0 to 86400, for example 5"
     },
     "git_timeout": {
         "": "CAIRN_GIT_TIMEOUT must be a number of seconds greater than zero, for example 60"

@@ -57,6 +57,8 @@ class Engine(Generic[C]):
     faults: Faults = field(default_factory=lambda: NO_FAULTS)
     on_start: Callable[[StageDef[C]], None] = field(default=lambda stage: None)
     on_reuse: Callable[[StageDef[C], RunRecord], None] = field(default=lambda stage, run: None)
+    on_accept: Callable[[StageDef[C], RunRecord], None] = field(default=lambda stage, run: None)
+    """Called once a stage's result is durably accepted (where a caller checkpoints it)."""
 
     @classmethod
     def starting(cls, ledger: Ledger, **options: Any) -> Engine[C]:
@@ -169,4 +171,5 @@ class Engine(Generic[C]):
             stage, recipe, intent, RunStatus.accepted, result.content_id, result.evidence
         )
         self.faults.point("after_accept", stage.name)
+        self.on_accept(stage, run)
         return run

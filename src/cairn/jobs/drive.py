@@ -13,7 +13,16 @@ from typing import Any
 import sqlalchemy as sa
 
 from cairn.config import Config
-from cairn.engine import NO_FAULTS, Engine, Evidence, Faults, StageDef, StageFailed, Workflow
+from cairn.engine import (
+    NO_FAULTS,
+    Engine,
+    Evidence,
+    Faults,
+    RunRecord,
+    StageDef,
+    StageFailed,
+    Workflow,
+)
 from cairn.errors import CairnError, LeaseLost
 from cairn.jobs import context
 from cairn.jobs.access import missing_access
@@ -89,6 +98,7 @@ class Drive:
         # The room's scope alone may let commands run unsandboxed where no sandbox can be had.
         self.allow_unsandboxed = bool(self.room.scope.get("unsandboxed_commands", False))
         self.sanitizer: Sanitizer = user_sanitizer(config, self.room.repo)
+        self._reused_unchecked: str | None = None
 
     @cached_property
     def mirror(self) -> Mirror:
@@ -194,19 +204,51 @@ class Drive:
 
     def _drive_workflow(self, workflow: Workflow[Drive]) -> None:
         """One pass of the workflow, its reuse decided from one snapshot taken now."""
+        from cairn.jobs import checkpoints, rebuild
+
+        # Before the snapshot's reuse is checked against the workspace: it must be this host's.
+        rebuild.ensure_workspace_here(self)
         engine: Engine[Drive] = Engine.starting(
             StoreLedger(self.store, self.job.id, self.token),
             faults=self.faults,
             on_start=self._entering,
+            on_accept=self._accepted,
+            on_reuse=self._reused,
         )
         report = engine.drive(workflow, self)
+        self._checkpoint_reused()
+        if report.paused_at == Stage.awaiting_dependency_approval.value:
+            # The agent's turn ended on its ask: a settled position another host may go on from.
+            checkpoints.save_if_changed(self, Stage.running_agent.value)
         if report.paused_at is not None:
             self.wait(Stage(report.paused_at))
         else:
             # Reached only once the change is merged: a delivery left to a person blocks.
             self.move(Stage.completed, Status.completed, diagnosis=None)
 
+    def _accepted(self, stage: StageDef[Drive], run: RunRecord) -> None:
+        from cairn.jobs import checkpoints
+
+        if stage.name in checkpoints.CHANGING_STAGES:
+            checkpoints.save_if_changed(self, stage.name)
+
+    def _reused(self, stage: StageDef[Drive], run: RunRecord) -> None:
+        from cairn.jobs import checkpoints
+
+        # A crash between an acceptance and its checkpoint leaves the stage reused here, its
+        # checkpoint still missing: taken once the reused stages end (the workspace is theirs).
+        if stage.name in checkpoints.CHANGING_STAGES:
+            self._reused_unchecked = stage.name
+
+    def _checkpoint_reused(self) -> None:
+        from cairn.jobs import checkpoints
+
+        if self._reused_unchecked is not None:
+            stage, self._reused_unchecked = self._reused_unchecked, None
+            checkpoints.save_if_changed(self, stage)
+
     def _entering(self, stage: StageDef[Drive]) -> None:
+        self._checkpoint_reused()
         entered = Stage(stage.name)
         # A gate stage shows up only when it pauses: the job waits there, it never runs there.
         if self.job.stage is not entered and entered is not Stage.awaiting_review:

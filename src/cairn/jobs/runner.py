@@ -11,17 +11,19 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from types import FrameType
 
 import sqlalchemy as sa
 
 from cairn.config import Config
 from cairn.engine import NO_FAULTS, Faults
+from cairn.jobs.checkpoints import host_of
 from cairn.jobs.drive import Drive, ProgressCallback
 from cairn.jobs.workflow import CODE_JOB, RUN_GATE
 from cairn.sanitize import user_sanitizer
 from cairn.stages import Status
-from cairn.store import Store, leases
+from cairn.store import Store, leases, workspace_hosts
 from cairn.store.records import Job
 from cairn.store.schema import jobs
 
@@ -71,6 +73,9 @@ class Runner:
         self.faults = faults
         self.config = config
         self.runner_id = runner_id or new_runner_id()
+        self.host = host_of(config)
+        """Where this runner's workspaces live; jobs whose workspace is here prefer it."""
+        self._beat_at = 0.0
         self.on_progress = on_progress
         self.on_idle = on_idle or (lambda: None)
         """Called once each time the runner starts waiting for work, not on every poll."""
@@ -84,7 +89,14 @@ class Runner:
                 self._fire_schedules()
                 self._close_rejected()
             with self.store.begin() as conn:
-                job = leases.claim(conn, self.runner_id, self.config.lease_seconds, job_id=job_id)
+                self._beat(conn)
+                job = leases.claim(
+                    conn,
+                    self.runner_id,
+                    self.config.lease_seconds,
+                    job_id=job_id,
+                    defer=self._held_elsewhere,
+                )
             if job is not None:
                 waiting = False
                 driven.append(self.drive(job))
@@ -95,6 +107,23 @@ class Runner:
                 waiting = True
                 self.on_idle()
             time.sleep(IDLE_POLL_SECONDS)
+
+    def _beat(self, conn: sa.Connection) -> None:
+        """Say this host's runner is alive (at most a few times per lease)."""
+        if time.monotonic() - self._beat_at >= self.config.lease_seconds / 3:
+            workspace_hosts.beat(conn, self.host, leases.database_now(conn))
+            self._beat_at = time.monotonic()
+
+    def _held_elsewhere(self, now: datetime) -> sa.ColumnElement[bool]:
+        """Affinity: jobs whose workspace is on another live host wait a little for it."""
+        if self.config.affinity_seconds <= 0:
+            return sa.false()
+        return workspace_hosts.held_elsewhere(
+            self.host,
+            now,
+            alive_seconds=self.config.lease_seconds,
+            wait_seconds=self.config.affinity_seconds,
+        )
 
     def _fire_schedules(self) -> None:
         """Submit the scheduled jobs now due (one per schedule and fire time, whoever fires)."""
@@ -151,6 +180,7 @@ class Runner:
             try:
                 with self.store.begin() as conn:
                     held = leases.renew(conn, job.id, job.fencing_token, self.config.lease_seconds)
+                    self._beat(conn)
             except Exception:
                 _log.warning("could not renew the lease of job %s; retrying", job.id)
                 held = time.monotonic() < held_until - interval

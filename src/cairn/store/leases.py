@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 import sqlalchemy as sa
@@ -19,11 +20,13 @@ def claim(
     *,
     job_id: int | None = None,
     now: datetime | None = None,
+    defer: Callable[[datetime], sa.ColumnElement[bool]] | None = None,
 ) -> Job | None:
     """Claim one runnable job (queued, or running under an expired lease) with a new token.
 
     PostgreSQL skips rows another runner is claiming (`FOR UPDATE SKIP LOCKED`); SQLite
     serializes writers with BEGIN IMMEDIATE, so both give each job to exactly one runner.
+    `defer(now)` names jobs this runner leaves to another for now (see `workspace_hosts`).
     """
     now = now or database_now(conn)
     runnable = sa.or_(
@@ -36,6 +39,8 @@ def claim(
     query = sa.select(jobs.c.id, jobs.c.fencing_token).where(runnable)
     if job_id is not None:
         query = query.where(jobs.c.id == job_id)
+    if defer is not None:
+        query = query.where(sa.not_(defer(now)))
     row = conn.execute(query.order_by(jobs.c.id).limit(1).with_for_update(skip_locked=True)).first()
     if row is None:
         return None

@@ -349,3 +349,44 @@ credentials = sa.Table(
     _created(),
     sa.Column("updated_at", UTCDateTime, nullable=False),
 )
+
+# The job's workspace after each accepted stage that changed it, so any host can rebuild it:
+# a git bundle relative to the baseline, the tree it must reproduce, and the position the
+# agent's context had reached then (a context is rolled back to it on another host).
+checkpoints = sa.Table(
+    "checkpoints",
+    metadata,
+    _id(),
+    _job_fk(),
+    sa.Column("stage", sa.String(40), nullable=False),
+    sa.Column("baseline", sa.String(64), nullable=False),
+    sa.Column("head", sa.String(64), nullable=False),
+    sa.Column("commit", sa.String(64), nullable=False),
+    sa.Column("tree", sa.String(64), nullable=False),
+    sa.Column("bundle", sa.LargeBinary, nullable=False),
+    sa.Column("context_state", sa.JSON),
+    sa.Column("context_seq", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("context_step_id", sa.Integer),
+    sa.Column("context_step_at", UTCDateTime),
+    sa.Column("host", sa.String(255), nullable=False),
+    sa.Column("fencing_token", sa.Integer, nullable=False),
+    _created(),
+)
+
+# Which host's disk holds the job's workspace now (one row per job, replaced on each move).
+workspace_holders = sa.Table(
+    "workspace_holders",
+    metadata,
+    sa.Column("job_id", sa.ForeignKey("jobs.id"), primary_key=True),
+    sa.Column("host", sa.String(255), nullable=False),
+    sa.Column("at", UTCDateTime, nullable=False),
+)
+
+# When each host's runner was last alive: a job waits briefly for its workspace's host only
+# while that host still beats.
+host_beats = sa.Table(
+    "host_beats",
+    metadata,
+    sa.Column("host", sa.String(255), primary_key=True),
+    sa.Column("beat_at", UTCDateTime, nullable=False),
+)

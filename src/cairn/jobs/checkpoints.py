@@ -1,0 +1,108 @@
+"""Checkpoints: after each accepted stage that changed the workspace, store what rebuilds it.
+
+Where they live: in the store's `checkpoints` ledger, not in a ref of the room's mirror. The
+store is the one thing every runner host shares; a mirror is per host, and a ref pushed to
+the room's repository would put cairn's half-reviewed work where people (and forges) see it,
+before any approval (rule 2). A bundle holds only the job's commits on top of its baseline,
+which every host fetches anyway, so a checkpoint costs about the size of the job's own change.
+
+What one holds: the job branch's head, and when the workspace also holds files not yet
+committed (the agent's result before `summarizing` commits it), a commit on top of the head
+carrying exactly the workspace's content identity. The rebuilt workspace must reproduce that
+tree id, or the rebuild is refused.
+
+Context and workspace: the agent's context is saved after every agent step, the workspace
+only here. Each checkpoint records the context's position in the same transaction (the
+agent's state and the last conversation step), and a host that rebuilds the workspace from a
+checkpoint rolls the context back to that position (`rebuild`). Rolling back was chosen over
+checkpointing the workspace at every context save: a bundle and a tree hash per model step
+would multiply an agent turn's cost by the size of the workspace, and the work after the
+checkpoint is lost with its host anyway, so it must be redone by the stage that produced it.
+"""
+
+from __future__ import annotations
+
+import socket
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from cairn.canonical import digest
+from cairn.config import Config
+from cairn.stages import Stage
+from cairn.store import checkpoints as checkpoint_ledger
+from cairn.store import context_steps, contexts
+from cairn.store.checkpoints import Checkpoint
+from cairn.workspace.git import IDENTITY
+
+if TYPE_CHECKING:
+    from cairn.jobs.drive import Drive
+
+CHANGING_STAGES = frozenset(
+    {Stage.preparing_workspace.value, Stage.running_agent.value, Stage.summarizing.value}
+)
+"""The stages whose accepted result may differ from the workspace before them."""
+
+
+def host_of(config: Config) -> str:
+    """This host's name among runner hosts: two homes on one machine are two hosts."""
+    return f"{socket.gethostname()[:200]}#{digest(str(config.workspaces_dir))[:8]}"
+
+
+def checkpoint_ref(job_id: int) -> str:
+    """The mirror ref a checkpoint's commit is bundled (and unbundled) under."""
+    return f"refs/cairn/checkpoints/job-{job_id}"
+
+
+def save_if_changed(drive: Drive, stage: str) -> Checkpoint | None:
+    """Checkpoint the workspace unless the latest checkpoint (or the baseline) already holds it."""
+    worktree, baseline = drive.worktree, drive.job.baseline
+    if baseline is None or not worktree.is_valid():
+        return None
+    head, tree = worktree.head(), worktree.content_id()
+    with drive.store.begin() as conn:
+        last = checkpoint_ledger.latest(conn, drive.job.id, bundle=False)
+    if last is not None and (last.baseline, last.head, last.tree) == (baseline, head, tree):
+        return None
+    if last is None and head == baseline and tree == worktree.git("rev-parse", f"{head}^{{tree}}"):
+        return None  # nothing of the job's own to carry to another host yet
+    commit, bundle = _bundle(drive, baseline, head, tree)
+    with drive.fenced() as conn:
+        # The context's position, read in the transaction that stores the workspace's.
+        state = contexts.load(conn, drive.job.id)
+        step = context_steps.last_step(conn, drive.job.id)
+        return checkpoint_ledger.add(
+            conn,
+            drive.job.id,
+            stage=stage,
+            baseline=baseline,
+            head=head,
+            commit=commit,
+            tree=tree,
+            bundle=bundle,
+            context_state=state,
+            context_seq=step.seq if step else 0,
+            context_step_id=step.id if step else None,
+            context_step_at=step.at if step else None,
+            host=host_of(drive.config),
+            fencing_token=drive.token,
+        )
+
+
+def _bundle(drive: Drive, baseline: str, head: str, tree: str) -> tuple[str, bytes]:
+    """The commit that holds `tree` on top of `head`, and a bundle of it relative to baseline."""
+    worktree, mirror = drive.worktree, drive.mirror
+    commit = head
+    # A bundle needs at least one commit beyond the baseline, even for a reverted workspace.
+    if head == baseline or worktree.git("rev-parse", f"{head}^{{tree}}") != tree:
+        commit = worktree.git(
+            *IDENTITY, "commit-tree", tree, "-p", head, "-F", "-",
+            input=f"{drive.branch}: checkpoint of uncommitted work",
+        )  # fmt: skip
+    ref = checkpoint_ref(drive.job.id)
+    failure = "git could not write a checkpoint of the job's workspace"
+    with mirror.lock(), tempfile.TemporaryDirectory(prefix="cairn-checkpoint-") as scratch:
+        mirror.git("update-ref", ref, commit, failure=failure)
+        path = Path(scratch) / "checkpoint.bundle"
+        mirror.git("bundle", "create", "--quiet", str(path), ref, f"^{baseline}", failure=failure)
+        return commit, path.read_bytes()

@@ -1,0 +1,108 @@
+"""The checkpoints ledger: a job's workspace as a git bundle, kept where every host can read it.
+
+A checkpoint is written after an accepted stage that changed the job's workspace. It holds the
+job branch relative to the job's baseline (so it stays as small as the job's own work), the
+commit and tree it must reproduce, and the position the job's agent context had reached at
+that moment. Rows are only ever added; the latest one of a job is the one a host rebuilds from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from cairn.store.records import Record
+from cairn.store.schema import checkpoints, utcnow
+
+
+@dataclasses.dataclass(frozen=True)
+class Checkpoint(Record):
+    id: int
+    job_id: int
+    stage: str
+    """The stage whose accepted result this checkpoint holds."""
+    baseline: str
+    head: str
+    """Where the job's branch pointed."""
+    commit: str
+    """The bundle's one ref: `head`, or a commit on top of it holding uncommitted files."""
+    tree: str
+    """The content identity the rebuilt workspace must have."""
+    bundle: bytes
+    context_state: dict[str, Any] | None
+    """The job's agent state (`contexts.state`) when the checkpoint was taken."""
+    context_seq: int
+    """How many conversation steps (`context_steps`) were saved then."""
+    context_step_id: int | None
+    """The row id of that last step: with its time, tells whether the conversation was
+    replaced since (SQLite hands a deleted row's id out again)."""
+    context_step_at: datetime | None
+    host: str
+    fencing_token: int
+    created_at: datetime
+
+
+def add(
+    conn: sa.Connection,
+    job_id: int,
+    *,
+    stage: str,
+    baseline: str,
+    head: str,
+    commit: str,
+    tree: str,
+    bundle: bytes,
+    context_state: dict[str, Any] | None,
+    context_seq: int,
+    context_step_id: int | None,
+    context_step_at: datetime | None,
+    host: str,
+    fencing_token: int,
+) -> Checkpoint:
+    """Store one checkpoint (the caller's transaction is fenced by the job's lease)."""
+    values = {
+        "job_id": job_id,
+        "stage": stage,
+        "baseline": baseline,
+        "head": head,
+        "commit": commit,
+        "tree": tree,
+        "bundle": bundle,
+        "context_state": context_state,
+        "context_seq": context_seq,
+        "context_step_id": context_step_id,
+        "context_step_at": context_step_at,
+        "host": host,
+        "fencing_token": fencing_token,
+        "created_at": utcnow(),
+    }
+    row = conn.execute(sa.insert(checkpoints).values(**values).returning(checkpoints)).one()
+    return Checkpoint.from_row(row)
+
+
+def latest(conn: sa.Connection, job_id: int, *, bundle: bool = True) -> Checkpoint | None:
+    """The job's newest checkpoint, the one a host rebuilds its workspace from.
+
+    Without `bundle` its bytes are left in the store (read as empty): a runner compares
+    positions before every pass, and only a rebuild needs the bundle itself.
+    """
+    columns = [c for c in checkpoints.c if bundle or c.name != "bundle"]
+    query = (
+        sa.select(*columns)
+        .where(checkpoints.c.job_id == job_id)
+        .order_by(checkpoints.c.id.desc())
+        .limit(1)
+    )
+    row = conn.execute(query).first()
+    if row is None:
+        return None
+    return Checkpoint.from_row(row) if bundle else Checkpoint(**{**row._mapping, "bundle": b""})
+
+
+def for_job(conn: sa.Connection, job_id: int) -> list[Checkpoint]:
+    """Every checkpoint of the job, oldest first."""
+    query = sa.select(checkpoints).where(checkpoints.c.job_id == job_id).order_by(checkpoints.c.id)
+    return [Checkpoint.from_row(row) for row in conn.execute(query)]

@@ -1,0 +1,65 @@
+"""Which host holds each job's workspace, and which hosts' runners are alive.
+
+A job's workspace lives on one host's disk. The holder row says which; a runner on another
+host that claims the job rebuilds the workspace from its checkpoint and becomes the holder.
+Each host's runners beat here, so a claim elsewhere can wait briefly for a live holder and
+never for a dead one.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import sqlalchemy as sa
+
+from cairn.store.schema import host_beats, jobs, utcnow, workspace_holders
+
+
+def holder(conn: sa.Connection, job_id: int) -> str | None:
+    """The host whose disk holds the job's workspace; None before any host made one."""
+    query = sa.select(workspace_holders.c.host).where(workspace_holders.c.job_id == job_id)
+    return conn.execute(query).scalar()
+
+
+def hold(conn: sa.Connection, job_id: int, host: str) -> None:
+    """Record that `host` now holds the job's workspace (the caller's transaction is fenced)."""
+    values = {"host": host, "at": utcnow()}
+    updated = conn.execute(
+        sa.update(workspace_holders).where(workspace_holders.c.job_id == job_id).values(**values)
+    )
+    if updated.rowcount == 0:
+        conn.execute(sa.insert(workspace_holders).values(job_id=job_id, **values))
+
+
+def beat(conn: sa.Connection, host: str, now: datetime) -> None:
+    """Note that a runner of `host` is alive at `now` (the store's clock)."""
+    updated = conn.execute(
+        sa.update(host_beats).where(host_beats.c.host == host).values(beat_at=now)
+    )
+    if updated.rowcount == 0:
+        conn.execute(sa.insert(host_beats).values(host=host, beat_at=now))
+
+
+def last_beat(conn: sa.Connection, host: str) -> datetime | None:
+    """When a runner of `host` last beat; None when none ever did."""
+    return conn.execute(sa.select(host_beats.c.beat_at).where(host_beats.c.host == host)).scalar()
+
+
+def held_elsewhere(
+    host: str, now: datetime, *, alive_seconds: float, wait_seconds: float
+) -> sa.ColumnElement[bool]:
+    """A claim condition: the job's workspace is on another host whose runner is alive, and
+    the job became runnable less than `wait_seconds` ago: that host should get it first."""
+    alive = now - timedelta(seconds=alive_seconds)
+    recent = now - timedelta(seconds=wait_seconds)
+    live_holder = (
+        sa.select(workspace_holders.c.job_id)
+        .join(host_beats, host_beats.c.host == workspace_holders.c.host)
+        .where(
+            workspace_holders.c.job_id == jobs.c.id,
+            workspace_holders.c.host != host,
+            host_beats.c.beat_at > alive,
+        )
+        .exists()
+    )
+    return sa.and_(live_holder, jobs.c.updated_at > recent)
