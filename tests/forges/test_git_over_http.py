@@ -103,3 +103,20 @@ def test_probe_pushes_nothing_and_names_what_is_missing(fake_forge: FakeForge) -
     assert wrong.base_tip is None and "401" in wrong.problems[0]
     missing = probe_git(settings, fake_forge.test_token, "trunk", timeout=20)
     assert "no branch 'trunk'" in missing.problems[0]
+
+
+@KINDS
+def test_a_refusal_is_read_from_git_s_status_line_not_from_any_number(
+    fake_forge: FakeForge,
+) -> None:
+    """The forge's port or a commit id may contain "401"; only git's status line counts."""
+    from cairn.forges.git_access import _refusal
+
+    settings = _settings(fake_forge)
+    stderr = (
+        "remote: Permission to acme/app denied.\n"
+        "fatal: unable to access 'http://127.0.0.1:40123/acme/app.git/': "
+        "The requested URL returned error: 403\n"
+    )
+    assert "may not push" in _refusal(settings, stderr, pushing=True)
+    assert "401" in _refusal(settings, stderr.replace("error: 403", "error: 401"), pushing=True)

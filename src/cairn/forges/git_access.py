@@ -7,6 +7,7 @@ credential is refused), and sends nothing. The base branch is never a target.
 
 from __future__ import annotations
 
+import re
 import tempfile
 from dataclasses import dataclass
 
@@ -69,17 +70,24 @@ def probe_git(
         return GitAccess(tip, problems, push_checked=True)
 
 
+_HTTP_STATUS = re.compile(r"returned error: (\d{3})")
+
+
 def _refusal(settings: ForgeSettings, stderr: str, *, pushing: bool) -> str:
     """What a refused git call means, in the forge's permission names; never git's text."""
     from cairn.forges import github, gitlab
 
     names = github if settings.kind == "github" else gitlab
     write = names.PUSH if settings.kind == "github" else gitlab.WRITE
-    if "Authentication failed" in stderr or "401" in stderr:
+    # git names the HTTP status as "The requested URL returned error: 403"; a bare "401"
+    # could be part of the forge's port or a commit id in the same text.
+    status = _HTTP_STATUS.search(stderr)
+    code = status.group(1) if status else None
+    if "Authentication failed" in stderr or code == "401":
         return "git over HTTPS refused the credential (401): it is wrong, expired or revoked"
-    if "403" in stderr and pushing:
+    if code == "403" and pushing:
         return f"git over HTTPS may not push a branch: the credential lacks {write}"
-    if "403" in stderr or "404" in stderr or "not found" in stderr.lower():
+    if code in {"403", "404"} or "not found" in stderr.lower():
         return f"git over HTTPS cannot read {settings.repo}: the credential lacks {names.READ}"
     what = "push a branch to" if pushing else "read"
     return f"git could not {what} {settings.git_url}; check --forge-url and the network"
