@@ -66,6 +66,8 @@ class Runner:
         on_progress: ProgressCallback | None = None,
         on_idle: Callable[[], None] | None = None,
         faults: Faults = NO_FAULTS,
+        wait_for_work: Callable[[], object] | None = None,
+        stopping: threading.Event | None = None,
     ) -> None:
         self.store = store
         self.faults = faults
@@ -74,12 +76,16 @@ class Runner:
         self.on_progress = on_progress
         self.on_idle = on_idle or (lambda: None)
         """Called once each time the runner starts waiting for work, not on every poll."""
+        self.wait_for_work = wait_for_work or (lambda: time.sleep(IDLE_POLL_SECONDS))
+        """Returns when there may be work: a wake-up (cairn.store.wakeups) or a poll interval."""
+        self.stopping = stopping or threading.Event()
+        """Set by whoever stops the runner: it claims nothing more."""
 
     def work(self, *, until_idle: bool = False, job_id: int | None = None) -> list[Job]:
         """Drive jobs until stopped; with `until_idle`, until nothing is queued or in flight."""
         driven: list[Job] = []
         waiting = False
-        while True:
+        while not self.stopping.is_set():
             if job_id is None:  # `cairn run` works on its one job; `cairn work` fires schedules
                 self._fire_schedules()
             with self.store.begin() as conn:
@@ -93,7 +99,8 @@ class Runner:
             if not waiting:
                 waiting = True
                 self.on_idle()
-            time.sleep(IDLE_POLL_SECONDS)
+            self.wait_for_work()
+        return driven
 
     def _fire_schedules(self) -> None:
         """Submit the scheduled jobs now due (one per schedule and fire time, whoever fires)."""

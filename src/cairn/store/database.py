@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from alembic.script import ScriptDirectory
 
 MIGRATIONS = Path(__file__).parent / "migrations"
-HEAD_REVISION = "0007"
+HEAD_REVISION = "0011"
 """The newest migration, known without Alembic so that opening an up-to-date store (every
 command) does not import it; a test checks it against Alembic's own head."""
 SQLITE_BUSY_MS = 30_000
