@@ -28,6 +28,8 @@ from cairn.store.wakeups import Wakeups, open_wakeups
 MAX_CONCURRENCY = 64
 STOP_GRACE_SECONDS = 10.0
 """How long a stopping process waits for its threads to notice their jobs were handed back."""
+LEASE_EXPIRY_MARGIN = 0.05
+"""Claim this long after a lease runs out, so the claim sees it expired."""
 _log = logging.getLogger("cairn.runner")
 
 
@@ -125,11 +127,32 @@ class RunnerProcess:
             on_progress=self._on_progress,
             on_idle=self._idle.idle,
             faults=self._faults,
-            wait_for_work=wakeups.waiter().wait,
+            wait_for_work=self._idle_wait(wakeups),
             stopping=self.stopping,
         )
         runner.pool_idle = self._idle
         return runner
+
+    def _idle_wait(self, wakeups: Wakeups) -> Callable[[], bool]:
+        """One thread's idle wait; while listening, also until the first lease runs out.
+
+        A lease that runs out notifies nobody: without this, a dead runner's job would wait
+        for the next poll on top of its lease. (On SQLite the poll is short already, and a
+        read there would queue for the write lock.)
+        """
+        waiter = wakeups.waiter()
+        if not (wakeups.listening and self.store.dialect == "postgresql"):
+            return waiter.wait
+
+        def wait() -> bool:
+            try:
+                with self.store.begin() as conn:
+                    until = runner_ledger.seconds_until_a_lease_expires(conn)
+            except Exception:
+                until = None  # the plain poll still ends the wait
+            return waiter.wait(None if until is None else until + LEASE_EXPIRY_MARGIN)
+
+        return wait
 
     def _run_threads(self, wakeups: Wakeups, until_idle: bool) -> list[Job]:
         if self.concurrency == 1:

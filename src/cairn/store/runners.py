@@ -108,3 +108,13 @@ def hand_back(conn: sa.Connection, runner_id: str) -> int:
         .values(status=Status.queued.value, lease_owner=None, lease_expires_at=None)
     )
     return int(handed.rowcount)
+
+
+def seconds_until_a_lease_expires(conn: sa.Connection) -> float | None:
+    """How long until the first lease of a running job runs out (it is then claimable)."""
+    first = conn.execute(
+        sa.select(sa.func.min(jobs.c.lease_expires_at)).where(jobs.c.status == Status.running.value)
+    ).scalar()
+    if first is None:
+        return None
+    return max(0.0, float((first - database_now(conn)).total_seconds()))

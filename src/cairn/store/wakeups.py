@@ -74,11 +74,11 @@ class Wakeups:
         with self._changed:
             return Waiter(self, self._generation)
 
-    def _wait_past(self, seen: int) -> tuple[bool, int]:
+    def _wait_past(self, seen: int, timeout: float | None) -> tuple[bool, int]:
+        limit = self.fallback_seconds if timeout is None else min(timeout, self.fallback_seconds)
         with self._changed:
             woken = self._changed.wait_for(
-                lambda: self._generation != seen or self._closed.is_set(),
-                timeout=self.fallback_seconds,
+                lambda: self._generation != seen or self._closed.is_set(), timeout=limit
             )
             return bool(woken), self._generation
 
@@ -99,13 +99,13 @@ class Waiter:
         self.wakeups = wakeups
         self.seen = seen
 
-    def wait(self) -> bool:
-        """Wait until woken or the poll interval passes; True when woken.
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until woken or the poll interval (or a shorter `timeout`) passes; True if woken.
 
         A wake-up that came while the thread was busy (between two waits) is not lost: the
         next wait returns at once, so a job made runnable during a claim is claimed next.
         """
-        woken, self.seen = self.wakeups._wait_past(self.seen)
+        woken, self.seen = self.wakeups._wait_past(self.seen, timeout)
         return woken
 
 
