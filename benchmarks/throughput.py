@@ -188,9 +188,9 @@ def started_runners(made: Home, count: int, *args: str) -> list[subprocess.Popen
     return processes
 
 
-def throughput(made: Home, runner_count: int, job_count: int) -> dict[str, float]:
+def throughput(made: Home, runner_count: int, job_count: int, threads: int = 1) -> dict[str, float]:
     """Jobs per minute and CPU per job for `job_count` no-op jobs, submit to review."""
-    processes = started_runners(made, runner_count)
+    processes = started_runners(made, runner_count, "--concurrency", str(threads))
     before = [cpu_seconds(p.pid) for p in processes]
     start = time.monotonic()
     ids = made.submit([NOOP_SCRIPT.format(n=n) for n in range(job_count)])
@@ -330,6 +330,13 @@ def main() -> None:
                     f"({row['jobs_per_min'] / one:.2f}x one runner), cairn CPU "
                     f"{row['cpu_ms_per_job']:6.1f} ms/job, subprocesses "
                     f"{row['children_cpu_ms_per_job']:6.1f} ms/job"
+                )
+            for threads in (2, 4):
+                row = throughput(made, 1, args.jobs, threads=threads)
+                print(
+                    f"  1 runner, --concurrency {threads}: {row['jobs_per_min']:7.1f} jobs/min "
+                    f"({row['jobs_per_min'] / one:.2f}x), cairn CPU "
+                    f"{row['cpu_ms_per_job']:6.1f} ms/job"
                 )
             lost = failover(made)
             print(

@@ -270,13 +270,14 @@ def _work(
     from cairn.cli.next_steps import job_line
     from cairn.cli.progress import StagePrinter
     from cairn.engine import Faults
-    from cairn.jobs.concurrency import MAX_CONCURRENCY, RunnerProcess
+    from cairn.jobs.concurrency import MAX_CONCURRENCY, RunnerProcess, connections_needed
     from cairn.jobs.runner import Runner, Terminated, sigterm_interrupts
 
     if not 1 <= concurrency <= MAX_CONCURRENCY:
         raise UsageError(f"--concurrency takes a number of jobs from 1 to {MAX_CONCURRENCY}")
     s = session(ctx)
-    with s.store() as store:
+    pool = connections_needed(concurrency) if concurrency > 1 else None
+    with s.store(connections=pool) as store:
         # CAIRN_FAULTS is a testing aid (crash points); only this entry point reads it.
         faults = Faults.parse(os.environ.get("CAIRN_FAULTS"))
         printer, idle = StagePrinter(), _waiting(job_id)

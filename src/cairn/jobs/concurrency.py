@@ -26,6 +26,17 @@ from cairn.store.records import Job
 from cairn.store.wakeups import Wakeups, open_wakeups
 
 MAX_CONCURRENCY = 64
+
+
+def connections_needed(concurrency: int) -> int:
+    """Pooled connections a process of `concurrency` threads may hold at once.
+
+    Each thread drives a job on one and renews its lease on another, and the process beats
+    its own heartbeat; a smaller pool would make a lease renewal wait for a connection.
+    """
+    return 2 * concurrency + 2
+
+
 STOP_GRACE_SECONDS = 10.0
 """How long a stopping process waits for its threads to notice their jobs were handed back."""
 LEASE_EXPIRY_MARGIN = 0.05
