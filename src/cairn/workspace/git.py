@@ -15,7 +15,6 @@ by git only from the user's own (not a repository's) config, which cairn leaves 
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import re
 import selectors
@@ -173,17 +172,10 @@ def try_git(
 
 def git_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment every cairn git call runs with."""
-    environ = {k: v for k, v in os.environ.items() if not _dropped(k)}
+    environ = {k: v for k, v in os.environ.items() if not _DROPPED_ENV.fullmatch(k)}
     environ.update(_FIXED_ENV)
     environ.update(extra or {})
     return environ
-
-
-@functools.lru_cache(maxsize=1024)
-def _dropped(name: str) -> bool:
-    # Remembered per name: every git call filters the whole environment, and a runner makes
-    # dozens of calls a job, each matching ~100 names against one regex.
-    return _DROPPED_ENV.fullmatch(name) is not None
 
 
 def local_path(repo: str) -> Path | None:
