@@ -190,3 +190,39 @@ def test_closing_ends_every_wait_at_once(store: Store) -> None:
     waiters = [Waiter(wakeups).start() for _ in range(3)]
     wakeups.close()
     assert all(w.done.wait(PATIENCE) for w in waiters)
+
+
+def _listener_pids(admin: sa.Engine, url: str) -> set[int]:
+    name = sa.engine.make_url(url).database
+    with admin.connect() as conn:
+        found = conn.execute(
+            sa.text(
+                "SELECT pid FROM pg_stat_activity WHERE datname = :name AND query LIKE 'LISTEN%'"
+            ),
+            {"name": name},
+        )
+        return set(found.scalars())
+
+
+@pytest.mark.postgres
+def test_a_listener_whose_connection_dies_listens_again(
+    postgres_store: Store, postgres_url: str, postgres_admin: sa.Engine
+) -> None:
+    wakeups = _listening(postgres_store)
+    try:
+        [first] = _listener_pids(postgres_admin, postgres_url)
+        with postgres_admin.connect() as conn:
+            conn.execute(sa.text("SELECT pg_terminate_backend(:pid)"), {"pid": first})
+        deadline = threading.Event()
+        for _ in range(int(PATIENCE / 0.1)):
+            again = _listener_pids(postgres_admin, postgres_url)
+            if again and first not in again:
+                break
+            deadline.wait(0.1)
+        else:
+            pytest.fail("the listener never connected again")
+        waiter = Waiter(wakeups).start()
+        _submit(postgres_store)
+        assert waiter.done.wait(PATIENCE) and waiter.woken, "no wake-up after reconnecting"
+    finally:
+        wakeups.close()

@@ -131,21 +131,24 @@ class PostgresListener:
         import psycopg
 
         while not closed.is_set():
+            conn = self._conn
             try:
-                for _ in self._conn.notifies(timeout=RECONNECT_SECONDS):
+                if conn is None:
+                    self._connect()
+                    wake()  # whatever was notified while disconnected is found by a claim
+                    continue
+                for _ in conn.notifies(timeout=RECONNECT_SECONDS):
                     wake()
                     if closed.is_set():
                         return
             except psycopg.Error:
                 if closed.is_set():
                     return
-                _log.warning("lost the store's notifications; polling until they are back")
+                if conn is not None:
+                    _log.warning("lost the store's notifications; polling until they are back")
                 self.close()
                 if closed.wait(RECONNECT_SECONDS):
                     return
-                with contextlib.suppress(psycopg.Error):
-                    self._connect()
-                wake()  # whatever was notified meanwhile is found by a claim
 
     def close(self) -> None:
         with self._lock:
@@ -179,6 +182,18 @@ class SqliteWatcher:
         self._conn.close()  # after the watching thread has stopped
 
 
+def _listening(url: str) -> Wakeups:
+    import psycopg
+
+    try:
+        listener = PostgresListener(url)
+    except psycopg.Error:
+        # A pooler in transaction mode, or a server refusing another connection: poll.
+        _log.warning("cannot LISTEN for the store's notifications; polling for work instead")
+        return Wakeups(POLL_SECONDS)
+    return Wakeups(POSTGRES_FALLBACK_SECONDS, listener)
+
+
 def _data_version(conn: sqlite3.Connection) -> int:
     return int(conn.execute("PRAGMA data_version").fetchone()[0])
 
@@ -187,9 +202,7 @@ def open_wakeups(store: Store, *, listen: bool = True) -> Wakeups:
     """Wake-ups for runners of `store`; without `listen`, the plain poll alone."""
     url = store.engine.url.render_as_string(hide_password=False)
     if store.dialect == "postgresql":
-        if not listen:
-            return Wakeups(POLL_SECONDS)
-        return Wakeups(POSTGRES_FALLBACK_SECONDS, PostgresListener(url))
+        return Wakeups(POLL_SECONDS) if not listen else _listening(url)
     path = database.sqlite_path(url)
     if not listen or path is None:
         return Wakeups(POLL_SECONDS)
