@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
@@ -16,6 +17,7 @@ import sqlalchemy as sa
 from cairn.stages import Stage, Status
 from cairn.store import Store, identity, leases, rooms
 from cairn.store import jobs as job_ledger
+from cairn.store.schema import jobs, utcnow
 from cairn.store.wakeups import Wakeups, open_wakeups
 
 PATIENCE = 20.0
@@ -226,3 +228,29 @@ def test_a_listener_whose_connection_dies_listens_again(
         assert waiter.done.wait(PATIENCE) and waiter.woken, "no wake-up after reconnecting"
     finally:
         wakeups.close()
+
+
+def test_on_sqlite_only_a_commit_that_leaves_a_job_claimable_wakes(sqlite_url: str) -> None:
+    store = Store.open(sqlite_url, create=True)
+    job_id = _submit(store)
+    with store.begin() as conn:
+        held = leases.claim(conn, "r1", 60)
+        assert held is not None and held.id == job_id
+    wakeups = _listening(store)
+    try:
+        wakeups.fallback_seconds = 1.0
+        waiter = Waiter(wakeups).start()
+        with store.begin() as conn:  # a busy runner's progress: nothing to claim
+            job_ledger.transition(conn, held, Stage.running_agent, Status.running)
+        assert waiter.done.wait(PATIENCE)
+        assert waiter.woken is False, "a commit that left nothing claimable woke runners"
+
+        wakeups.fallback_seconds = PATIENCE
+        waiter = Waiter(wakeups).start()
+        with store.begin() as conn:  # its lease runs out: claimable by anyone
+            past = utcnow() - timedelta(seconds=1)
+            conn.execute(sa.update(jobs).where(jobs.c.id == job_id).values(lease_expires_at=past))
+        assert waiter.done.wait(PATIENCE) and waiter.woken, "no wake-up for an expired lease"
+    finally:
+        wakeups.close()
+        store.close()

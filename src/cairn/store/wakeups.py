@@ -5,7 +5,7 @@ in the transaction that makes a job runnable: a new job, a decision, a released 
 dependency cache made ready. Notifications are delivered only when that transaction commits,
 so a runner never wakes for a write that rolled back. On SQLite, which has no such channel,
 a watcher reads `PRAGMA data_version` (it changes when another connection commits) a few
-times a second. Either way a plain poll stays underneath: a lease that simply runs out sends
+times a second and, when it moved, wakes runners only if a claim would find a job. Either way a plain poll stays underneath: a lease that simply runs out sends
 no notification, and a notification can be lost with its connection.
 """
 
@@ -15,9 +15,11 @@ import contextlib
 import logging
 import sqlite3
 import threading
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from cairn.stages import Status
 from cairn.store import database
 from cairn.store.store import Store
 
@@ -176,7 +178,20 @@ class SqliteWatcher:
                 continue  # busy or briefly unreadable: the poll underneath still runs
             if current != self._last:
                 self._last = current
-                wake()
+                if self._runnable():
+                    wake()
+
+    def _runnable(self) -> bool:
+        """Whether a claim could find a job now, read without taking the write lock.
+
+        Every commit moves data_version, most of them a busy runner's own progress; waking
+        idle runners for each would have them queue for the write lock to claim nothing.
+        """
+        now = datetime.now(UTC).strftime(_SQLITE_TIMESTAMP)
+        try:
+            return self._conn.execute(_RUNNABLE_SQL, (now,)).fetchone() is not None
+        except sqlite3.Error:
+            return True  # unsure: let a claim find out
 
     def close(self) -> None:
         self._conn.close()  # after the watching thread has stopped
@@ -192,6 +207,15 @@ def _listening(url: str) -> Wakeups:
         _log.warning("cannot LISTEN for the store's notifications; polling for work instead")
         return Wakeups(POLL_SECONDS)
     return Wakeups(POSTGRES_FALLBACK_SECONDS, listener)
+
+
+_SQLITE_TIMESTAMP = "%Y-%m-%d %H:%M:%S.%f"
+"""How SQLAlchemy stores a DateTime on SQLite (UTC, as cairn's UTCDateTime writes it)."""
+_RUNNABLE_SQL = (
+    f"SELECT 1 FROM jobs WHERE status = '{Status.queued.value}' OR (status = "
+    f"'{Status.running.value}' AND (lease_expires_at IS NULL OR lease_expires_at < ?)) LIMIT 1"
+)
+"""The claim's own condition (cairn.store.leases.claim), as one read."""
 
 
 def _data_version(conn: sqlite3.Connection) -> int:
