@@ -114,18 +114,20 @@ class RunnerProcess:
 
     def work(self, *, until_idle: bool = False) -> list[Job]:
         """Drive jobs until stopped (Ctrl-C, SIGTERM) or, with `until_idle`, nothing is left."""
-        wakeups = open_wakeups(self.store, listen=self.listen)
         self._register()
         beat = threading.Thread(target=self._heartbeat, daemon=True, name="runner-heartbeat")
         beat.start()
+        wakeups: Wakeups | None = None
         try:
+            wakeups = open_wakeups(self.store, listen=self.listen)
             return self._run_threads(wakeups, until_idle)
         except KeyboardInterrupt:
             self._hand_back()
             raise
         finally:
             self.stopping.set()
-            wakeups.close()
+            if wakeups is not None:
+                wakeups.close()
             beat.join(timeout=STOP_GRACE_SECONDS)
             with contextlib.suppress(Exception), self.store.begin() as conn:
                 runner_ledger.unregister(conn, self.runner_id)
