@@ -5,8 +5,9 @@ in the transaction that makes a job runnable: a new job, a decision, a released 
 dependency cache made ready. Notifications are delivered only when that transaction commits,
 so a runner never wakes for a write that rolled back. On SQLite, which has no such channel,
 a watcher reads `PRAGMA data_version` (it changes when another connection commits) a few
-times a second and, when it moved, wakes runners only if a claim would find a job. Either way a plain poll stays underneath: a lease that simply runs out sends
-no notification, and a notification can be lost with its connection.
+times a second and, when it moved, wakes runners only if a claim would find a job. Either
+way a plain poll stays underneath: a lease that simply runs out sends no notification, and
+a notification can be lost with its connection.
 """
 
 from __future__ import annotations
