@@ -41,7 +41,8 @@ class Store:
         a StoreError saying what is wrong with it (missing, read-only, damaged, unreachable).
         """
         database.prepare_sqlite(url, create=create)
-        engine = database.make_engine(url, connections=connections)
+        pool = {} if connections is None else {"connections": connections}
+        engine = database.make_engine(url, **pool)
         try:
             _migrate(engine, create=create)
         except sa.exc.DBAPIError as exc:
