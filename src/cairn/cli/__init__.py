@@ -23,6 +23,7 @@ from cairn.cli import (
     gate_commands,
     gc_commands,
     job_commands,
+    runner_commands,
     schedule_commands,
     serve_commands,
     setup_commands,
@@ -84,6 +85,7 @@ audit_app.command("log")(authority_commands.audit_log)
 app.add_typer(audit_app, name="audit")
 app.command()(demo)
 app.command()(gc_commands.gc)
+app.command()(runner_commands.runners)
 app.command()(serve_commands.serve)
 
 

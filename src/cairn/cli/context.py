@@ -91,10 +91,10 @@ class Session:
             raise UsageError(f"{where} must name a user: {exc}") from None
 
     @contextmanager
-    def store(self, *, create: bool = False) -> Iterator[Store]:
+    def store(self, *, create: bool = False, connections: int | None = None) -> Iterator[Store]:
         from cairn.store import Store
 
-        store = Store.open(self.config.store_url, create=create)
+        store = Store.open(self.config.store_url, create=create, connections=connections)
         try:
             yield store
         finally:

@@ -86,12 +86,21 @@ def work(
     until_idle: bool = typer.Option(
         False, "--until-idle", help="Stop once nothing is queued or held by another runner."
     ),
+    concurrency: int = typer.Option(
+        1, "--concurrency", help="Drive up to this many jobs at once (1 to 64)."
+    ),
+    poll_only: bool = typer.Option(
+        False,
+        "--poll-only",
+        help="Find work by polling alone, without PostgreSQL notifications (for a connection "
+        "pooler that drops them).",
+    ),
 ) -> None:
     """Run a runner: claim runnable jobs and drive each to its next gate or its end.
 
-    Ctrl-C or SIGTERM hands the job in flight back at once (exit 130 or 143).
+    Ctrl-C or SIGTERM hands the jobs in flight back at once (exit 130 or 143).
     """
-    _work(ctx, until_idle=until_idle, job_id=None)
+    _work(ctx, until_idle=until_idle, job_id=None, concurrency=concurrency, listen=not poll_only)
 
 
 def jobs(
@@ -250,25 +259,49 @@ def _submit(
         )
 
 
-def _work(ctx: typer.Context, *, until_idle: bool, job_id: int | None) -> list[Job]:
+def _work(
+    ctx: typer.Context,
+    *,
+    until_idle: bool,
+    job_id: int | None,
+    concurrency: int = 1,
+    listen: bool = True,
+) -> list[Job]:
     from cairn.cli.next_steps import job_line
     from cairn.cli.progress import StagePrinter
     from cairn.engine import Faults
+    from cairn.jobs.concurrency import MAX_CONCURRENCY, RunnerProcess, connections_needed
     from cairn.jobs.runner import Runner, Terminated, sigterm_interrupts
 
+    if not 1 <= concurrency <= MAX_CONCURRENCY:
+        raise UsageError(f"--concurrency takes a number of jobs from 1 to {MAX_CONCURRENCY}")
     s = session(ctx)
-    with s.store() as store:
+    pool = connections_needed(concurrency) if concurrency > 1 else None
+    with s.store(connections=pool) as store:
         # CAIRN_FAULTS is a testing aid (crash points); only this entry point reads it.
         faults = Faults.parse(os.environ.get("CAIRN_FAULTS"))
-        runner = Runner(
-            store, s.config, on_progress=StagePrinter(), on_idle=_waiting(job_id), faults=faults
-        )
+        printer, idle = StagePrinter(), _waiting(job_id)
         try:
             with (
                 sigterm_interrupts(),
                 console.status("working (Ctrl-C stops; the job resumes from its last stage)"),
             ):
-                driven = runner.work(until_idle=until_idle, job_id=job_id)
+                if job_id is None:  # `cairn work`: a runner of its own in the runners ledger
+                    process = RunnerProcess(
+                        store,
+                        s.config,
+                        concurrency=concurrency,
+                        on_progress=printer,
+                        on_idle=idle,
+                        faults=faults,
+                        listen=listen,
+                    )
+                    driven = process.work(until_idle=until_idle)
+                else:
+                    runner = Runner(
+                        store, s.config, on_progress=printer, on_idle=idle, faults=faults
+                    )
+                    driven = runner.work(until_idle=until_idle, job_id=job_id)
         except KeyboardInterrupt as stop:
             # The runner has already handed its job back; say what continues it.
             errors.print(_stopped(store, job_id))

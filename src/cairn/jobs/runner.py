@@ -68,6 +68,8 @@ class Runner:
         on_progress: ProgressCallback | None = None,
         on_idle: Callable[[], None] | None = None,
         faults: Faults = NO_FAULTS,
+        wait_for_work: Callable[[], object] | None = None,
+        stopping: threading.Event | None = None,
     ) -> None:
         self.store = store
         self.faults = faults
@@ -79,12 +81,16 @@ class Runner:
         self.on_progress = on_progress
         self.on_idle = on_idle or (lambda: None)
         """Called once each time the runner starts waiting for work, not on every poll."""
+        self.wait_for_work = wait_for_work or (lambda: time.sleep(IDLE_POLL_SECONDS))
+        """Returns when there may be work: a wake-up (cairn.store.wakeups) or a poll interval."""
+        self.stopping = stopping or threading.Event()
+        """Set by whoever stops the runner: it claims nothing more."""
 
     def work(self, *, until_idle: bool = False, job_id: int | None = None) -> list[Job]:
         """Drive jobs until stopped; with `until_idle`, until nothing is queued or in flight."""
         driven: list[Job] = []
         waiting = False
-        while True:
+        while not self.stopping.is_set():
             if job_id is None:  # `cairn run` works on its one job; `cairn work` fires schedules
                 self._fire_schedules()
                 self._close_rejected()
@@ -106,7 +112,8 @@ class Runner:
             if not waiting:
                 waiting = True
                 self.on_idle()
-            time.sleep(IDLE_POLL_SECONDS)
+            self.wait_for_work()
+        return driven
 
     def _beat(self, conn: sa.Connection) -> None:
         """Say this host's runner is alive (at most a few times per lease)."""

@@ -19,10 +19,11 @@ if TYPE_CHECKING:
     from alembic.script import ScriptDirectory
 
 MIGRATIONS = Path(__file__).parent / "migrations"
-HEAD_REVISION = "0010"
+HEAD_REVISION = "0011"
 """The newest migration, known without Alembic so that opening an up-to-date store (every
 command) does not import it; a test checks it against Alembic's own head."""
 SQLITE_BUSY_MS = 30_000
+POOL_OVERFLOW = 5
 PING_AFTER_IDLE_S = 1.0
 """A pooled PostgreSQL connection idle this long is pinged before it is handed out again."""
 # psycopg 3 is the PostgreSQL driver either way; a plain postgresql:// URL means it too.
@@ -46,12 +47,19 @@ READ_ONLY_HOME = (
 )
 
 
-def make_engine(url: str) -> Engine:
-    """An engine for a sqlite:///, postgresql:// or postgresql+psycopg:// URL, made durable."""
+def make_engine(url: str, *, connections: int | None = None) -> Engine:
+    """An engine for a sqlite:///, postgresql:// or postgresql+psycopg:// URL, made durable.
+
+    `connections` is how many the caller's threads may hold at once (a runner with
+    `--concurrency`); the pool keeps that many and lets a few more open under load.
+    """
+    pool: dict[str, Any] = {}
+    if connections is not None:
+        pool = {"pool_size": connections, "max_overflow": POOL_OVERFLOW}
     if url.startswith("sqlite:"):
-        return _sqlite_engine(url)
+        return _sqlite_engine(url, pool)
     if url.startswith(POSTGRES_SCHEMES):
-        return _postgres_engine("postgresql+psycopg:" + url.split(":", 1)[1])
+        return _postgres_engine("postgresql+psycopg:" + url.split(":", 1)[1], pool)
     raise StoreError("the store URL must be sqlite:///, postgresql:// or postgresql+psycopg://")
 
 
@@ -135,7 +143,7 @@ def _denied(exc: OSError) -> bool:
     return isinstance(exc, PermissionError) or exc.errno == errno.EROFS
 
 
-def _postgres_engine(url: str) -> Engine:
+def _postgres_engine(url: str, pool: dict[str, Any]) -> Engine:
     """An engine whose pool replaces a connection the server dropped while it sat idle.
 
     SQLAlchemy's `pool_pre_ping` pings on every checkout: a round trip as long as the write it
@@ -143,7 +151,7 @@ def _postgres_engine(url: str) -> Engine:
     only one idle for PING_AFTER_IDLE_S or longer is pinged (a server restart, an idle
     timeout); a dead one is replaced before anyone uses it, as with `pool_pre_ping`.
     """
-    engine = sa.create_engine(url)
+    engine = sa.create_engine(url, **pool)
 
     @sa.event.listens_for(engine, "checkin")
     def _on_checkin(_dbapi_connection: Any, record: Any) -> None:
@@ -164,8 +172,8 @@ def _postgres_engine(url: str) -> Engine:
     return engine
 
 
-def _sqlite_engine(url: str) -> Engine:
-    engine = sa.create_engine(url, connect_args={"timeout": SQLITE_BUSY_MS / 1000})
+def _sqlite_engine(url: str, pool: dict[str, Any]) -> Engine:
+    engine = sa.create_engine(url, connect_args={"timeout": SQLITE_BUSY_MS / 1000}, **pool)
 
     @sa.event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:

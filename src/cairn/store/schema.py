@@ -390,3 +390,17 @@ host_beats = sa.Table(
     sa.Column("host", sa.String(255), primary_key=True),
     sa.Column("beat_at", UTCDateTime, nullable=False),
 )
+
+# The runner processes working on this store, each heard from every third of its lease: one
+# not heard from for a whole lease is lost (its jobs' leases have run out too).
+runners = sa.Table(
+    "runners",
+    metadata,
+    sa.Column("id", sa.String(128), primary_key=True),
+    sa.Column("host", sa.String(255), nullable=False),
+    sa.Column("pid", sa.Integer, nullable=False),
+    sa.Column("concurrency", sa.Integer, nullable=False),
+    sa.Column("lease_seconds", sa.Float, nullable=False),
+    sa.Column("started_at", UTCDateTime, nullable=False),
+    sa.Column("heartbeat_at", UTCDateTime, nullable=False),
+)

@@ -33,7 +33,7 @@ class Store:
         self.engine = engine
 
     @classmethod
-    def open(cls, url: str, *, create: bool = False) -> Store:
+    def open(cls, url: str, *, create: bool = False, connections: int | None = None) -> Store:
         """Open the store at `url`, migrating it to the newest schema.
 
         An empty database is created only when `create` is set (`cairn init`), so a mistyped
@@ -41,7 +41,8 @@ class Store:
         a StoreError saying what is wrong with it (missing, read-only, damaged, unreachable).
         """
         database.prepare_sqlite(url, create=create)
-        engine = database.make_engine(url)
+        pool = {} if connections is None else {"connections": connections}
+        engine = database.make_engine(url, **pool)
         try:
             _migrate(engine, create=create)
         except sa.exc.DBAPIError as exc:

@@ -1,0 +1,256 @@
+"""Wake-ups: the store tells idle runners there may be work, in the transaction that makes it.
+
+On PostgreSQL a trigger NOTIFYs when a job becomes runnable; the notification arrives only if
+that transaction commits. On SQLite a watcher sees other connections' commits. Both keep a
+plain poll underneath, so a wait always ends.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+import sqlalchemy as sa
+
+from cairn.stages import Stage, Status
+from cairn.store import Store, identity, leases, rooms
+from cairn.store import jobs as job_ledger
+from cairn.store.schema import jobs, utcnow
+from cairn.store.wakeups import Wakeups, open_wakeups
+
+PATIENCE = 20.0
+"""Far longer than any wake-up or poll takes; reached only when a wake-up never comes."""
+
+
+@pytest.fixture
+def postgres_store(postgres_url: str) -> Iterator[Store]:
+    opened = Store.open(postgres_url)
+    yield opened
+    opened.close()
+
+
+def _submit(store: Store) -> int:
+    with store.begin() as conn:
+        return _submit_on(conn)
+
+
+def _submit_on(conn: sa.Connection) -> int:
+    """A new job in room `r` (made on first use), in the caller's transaction."""
+    user = identity.find_user(conn, "alice")
+    if user is None:
+        user = identity.add_user(conn, "alice")
+        group = identity.add_group(conn, "team")
+        rooms.create_room(conn, name="r", group_id=group.id, repo="repo", base_branch="main")
+    room = rooms.get_room(conn, "r")
+    job = job_ledger.submit(
+        conn, room_id=room.id, requester_id=user.id, text="t", agent={}, scope={}
+    )
+    return job.id
+
+
+class Waiter:
+    """One runner thread's wait, run in the background; `woken` says how it ended."""
+
+    def __init__(self, wakeups: Wakeups) -> None:
+        self.waiter = wakeups.waiter()
+        self.done = threading.Event()
+        self.woken: bool | None = None
+        self.thread = threading.Thread(target=self._wait, daemon=True)
+
+    def _wait(self) -> None:
+        self.woken = self.waiter.wait()
+        self.done.set()
+
+    def start(self) -> Waiter:
+        self.thread.start()
+        return self
+
+
+def _listening(store: Store) -> Wakeups:
+    wakeups = open_wakeups(store)
+    wakeups.fallback_seconds = PATIENCE  # only a notification can end a wait in time
+    return wakeups
+
+
+@pytest.mark.postgres
+def test_a_new_job_wakes_a_listening_runner_on_postgres(postgres_store: Store) -> None:
+    wakeups = _listening(postgres_store)
+    try:
+        waiter = Waiter(wakeups).start()
+        _submit(postgres_store)
+        assert waiter.done.wait(PATIENCE), "no wake-up for a new job"
+        assert waiter.woken is True
+    finally:
+        wakeups.close()
+
+
+@pytest.mark.postgres
+def test_a_rolled_back_write_wakes_no_one(postgres_store: Store) -> None:
+    wakeups = _listening(postgres_store)
+    try:
+        wakeups.fallback_seconds = 1.0  # the poll ends this wait: nothing else may
+        waiter = Waiter(wakeups).start()
+        with pytest.raises(RuntimeError), postgres_store.begin() as conn:
+            _submit_on(conn)
+            raise RuntimeError("roll back")
+        assert waiter.done.wait(PATIENCE)
+        assert waiter.woken is False, "a write that rolled back sent a notification"
+    finally:
+        wakeups.close()
+
+
+@pytest.mark.postgres
+def test_a_decision_and_a_released_lease_each_wake_a_runner(postgres_store: Store) -> None:
+    job_id = _submit(postgres_store)
+    with postgres_store.begin() as conn:
+        job = leases.claim(conn, "r1", 60)
+        assert job is not None and job.id == job_id
+    wakeups = _listening(postgres_store)
+    try:
+        waiter = Waiter(wakeups).start()
+        with postgres_store.begin() as conn:
+            leases.release(conn, job.id, job.fencing_token)
+        assert waiter.done.wait(PATIENCE) and waiter.woken, "no wake-up for a released lease"
+
+        with postgres_store.begin() as conn:
+            held = leases.claim(conn, "r1", 60)
+            assert held is not None
+            job_ledger.transition(conn, held, Stage.awaiting_review, Status.waiting)
+        waiter = Waiter(wakeups).start()
+        with postgres_store.begin() as conn:
+            waiting = job_ledger.get_job(conn, job.id)
+            job_ledger.transition(conn, waiting, waiting.stage, Status.queued)  # an approval
+        assert waiter.done.wait(PATIENCE) and waiter.woken, "no wake-up for a decision"
+    finally:
+        wakeups.close()
+
+
+@pytest.mark.postgres
+def test_moving_a_job_along_while_it_runs_wakes_no_one(postgres_store: Store) -> None:
+    _submit(postgres_store)
+    with postgres_store.begin() as conn:
+        job = leases.claim(conn, "r1", 60)
+        assert job is not None
+    wakeups = _listening(postgres_store)
+    try:
+        wakeups.fallback_seconds = 1.0
+        waiter = Waiter(wakeups).start()
+        with postgres_store.begin() as conn:
+            job_ledger.transition(conn, job, Stage.running_agent, Status.running)
+        assert waiter.done.wait(PATIENCE)
+        assert waiter.woken is False, "a move that makes nothing runnable woke runners"
+    finally:
+        wakeups.close()
+
+
+def test_a_commit_elsewhere_wakes_a_runner_on_sqlite(sqlite_url: str) -> None:
+    store = Store.open(sqlite_url, create=True)
+    wakeups = _listening(store)
+    try:
+        waiter = Waiter(wakeups).start()
+        other = Store.open(sqlite_url)  # another runner process's connection, in effect
+        try:
+            _submit(other)
+        finally:
+            other.close()
+        assert waiter.done.wait(PATIENCE), "no wake-up for a commit by another connection"
+        assert waiter.woken is True
+    finally:
+        wakeups.close()
+        store.close()
+
+
+def test_without_listening_a_wait_is_the_plain_poll(store: Store) -> None:
+    wakeups = open_wakeups(store, listen=False)
+    try:
+        assert not wakeups.listening
+        waiter = Waiter(wakeups).start()
+        assert waiter.done.wait(PATIENCE), "a poll-only wait did not end at its interval"
+        _submit(store)
+        assert waiter.woken is False
+    finally:
+        wakeups.close()
+
+
+def test_a_wake_up_while_a_thread_was_busy_is_not_lost(store: Store) -> None:
+    wakeups = open_wakeups(store, listen=False)
+    try:
+        wakeups.fallback_seconds = PATIENCE
+        waiter = wakeups.waiter()  # a runner thread, busy claiming when the wake-up comes
+        wakeups.wake()
+        assert waiter.wait() is True, "the wake-up that came while it was busy was lost"
+        wakeups.fallback_seconds = 0.2
+        assert waiter.wait() is False, "one wake-up woke the same thread twice"
+    finally:
+        wakeups.close()
+
+
+def test_closing_ends_every_wait_at_once(store: Store) -> None:
+    wakeups = _listening(store)
+    waiters = [Waiter(wakeups).start() for _ in range(3)]
+    wakeups.close()
+    assert all(w.done.wait(PATIENCE) for w in waiters)
+
+
+def _listener_pids(admin: sa.Engine, url: str) -> set[int]:
+    name = sa.engine.make_url(url).database
+    with admin.connect() as conn:
+        found = conn.execute(
+            sa.text(
+                "SELECT pid FROM pg_stat_activity WHERE datname = :name AND query LIKE 'LISTEN%'"
+            ),
+            {"name": name},
+        )
+        return set(found.scalars())
+
+
+@pytest.mark.postgres
+def test_a_listener_whose_connection_dies_listens_again(
+    postgres_store: Store, postgres_url: str, postgres_admin: sa.Engine
+) -> None:
+    wakeups = _listening(postgres_store)
+    try:
+        [first] = _listener_pids(postgres_admin, postgres_url)
+        with postgres_admin.connect() as conn:
+            conn.execute(sa.text("SELECT pg_terminate_backend(:pid)"), {"pid": first})
+        deadline = threading.Event()
+        for _ in range(int(PATIENCE / 0.1)):
+            again = _listener_pids(postgres_admin, postgres_url)
+            if again and first not in again:
+                break
+            deadline.wait(0.1)
+        else:
+            pytest.fail("the listener never connected again")
+        waiter = Waiter(wakeups).start()
+        _submit(postgres_store)
+        assert waiter.done.wait(PATIENCE) and waiter.woken, "no wake-up after reconnecting"
+    finally:
+        wakeups.close()
+
+
+def test_on_sqlite_only_a_commit_that_leaves_a_job_claimable_wakes(sqlite_url: str) -> None:
+    store = Store.open(sqlite_url, create=True)
+    job_id = _submit(store)
+    with store.begin() as conn:
+        held = leases.claim(conn, "r1", 60)
+        assert held is not None and held.id == job_id
+    wakeups = _listening(store)
+    try:
+        wakeups.fallback_seconds = 1.0
+        waiter = Waiter(wakeups).start()
+        with store.begin() as conn:  # a busy runner's progress: nothing to claim
+            job_ledger.transition(conn, held, Stage.running_agent, Status.running)
+        assert waiter.done.wait(PATIENCE)
+        assert waiter.woken is False, "a commit that left nothing claimable woke runners"
+
+        wakeups.fallback_seconds = PATIENCE
+        waiter = Waiter(wakeups).start()
+        with store.begin() as conn:  # its lease runs out: claimable by anyone
+            past = utcnow() - timedelta(seconds=1)
+            conn.execute(sa.update(jobs).where(jobs.c.id == job_id).values(lease_expires_at=past))
+        assert waiter.done.wait(PATIENCE) and waiter.woken, "no wake-up for an expired lease"
+    finally:
+        wakeups.close()
+        store.close()
