@@ -7,7 +7,17 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from cairn.api import errors, events, routes_jobs, routes_rooms
+from cairn.api import (
+    errors,
+    events,
+    routes_agents,
+    routes_audit,
+    routes_dependencies,
+    routes_groups,
+    routes_jobs,
+    routes_rooms,
+    routes_schedules,
+)
 from cairn.api.deps import Served
 from cairn.api.middleware import Hardening
 from cairn.config import Config
@@ -42,6 +52,11 @@ def create_app(config: Config, *, store: Store | None = None) -> FastAPI:
         routes_rooms.health_router,
         routes_jobs.router,
         routes_rooms.router,
+        routes_groups.router,
+        routes_dependencies.router,
+        routes_agents.router,
+        routes_schedules.router,
+        routes_audit.router,
         events.router,
     ):
         app.include_router(router)
