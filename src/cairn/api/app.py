@@ -19,6 +19,7 @@ from cairn.api import (
     routes_schedules,
 )
 from cairn.api.deps import Served
+from cairn.api.event_hub import EventHub
 from cairn.api.middleware import Hardening
 from cairn.config import Config
 from cairn.store import Store
@@ -46,7 +47,7 @@ def create_app(config: Config, *, store: Store | None = None) -> FastAPI:
         redoc_url=None,
         lifespan=lifespan,
     )
-    app.state.served = Served(store=opened, config=config)
+    app.state.served = Served(store=opened, config=config, hub=EventHub(opened))
     errors.install(app)
     for router in (
         routes_rooms.health_router,

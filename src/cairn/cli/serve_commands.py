@@ -6,19 +6,48 @@ import typer
 
 from cairn.cli.context import console, session
 
+STOP_SECONDS = 30.0
+"""How long a stopping server waits for its runners to hand their jobs back at a stage end."""
+
 
 def serve(
     ctx: typer.Context,
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
     port: int = typer.Option(8765, "--port", min=1, max=65535, help="Port to listen on."),
+    workers: int = typer.Option(
+        0,
+        "--workers",
+        min=0,
+        max=64,
+        help="Also run this many runners in the server's process (as `cairn work` would), so "
+        "one command serves a small team.",
+    ),
 ) -> None:
     """Serve the HTTP API; every route but /api/health needs a user's token (`cairn user add`)."""
     import uvicorn
 
     from cairn.api import create_app
+    from cairn.jobs.runner import sigterm_interrupts
+    from cairn.jobs.runner_pool import RunnerPool
+    from cairn.store import Store
 
     s = session(ctx)
-    app = create_app(s.config)
-    console.print(f"cairn API on http://{host}:{port}/api (Ctrl-C stops)")
-    # Uvicorn's access log would print request lines; tokens travel in headers, never in them.
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+    store = Store.open(s.config.store_url)
+    pool = RunnerPool(store, s.config, workers)
+    try:
+        app = create_app(s.config, store=store)
+        pool.start()
+        runners = f" and {workers} runner{'s' * (workers != 1)}" if workers else ""
+        console.print(f"cairn API on http://{host}:{port}/api{runners} (Ctrl-C stops)")
+        # Uvicorn's access log would print request lines; tokens travel in headers, never in
+        # them. It stops on SIGINT and SIGTERM alike, then raises the signal again: as
+        # KeyboardInterrupt (SIGTERM too, within sigterm_interrupts), so the runners stop below.
+        with sigterm_interrupts():
+            uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+    except KeyboardInterrupt:
+        pass  # the way a server is stopped: not an error
+    finally:
+        if workers:
+            console.print("stopping the runners; jobs in flight are handed back")
+        pool.stop(STOP_SECONDS)
+        store.close()

@@ -66,8 +66,11 @@ class Runner:
         on_progress: ProgressCallback | None = None,
         on_idle: Callable[[], None] | None = None,
         faults: Faults = NO_FAULTS,
+        stop: threading.Event | None = None,
     ) -> None:
         self.store = store
+        self.stop = stop or threading.Event()
+        """Set from another thread to stop: the job in flight is handed back at its next stage."""
         self.faults = faults
         self.config = config
         self.runner_id = runner_id or new_runner_id()
@@ -79,7 +82,7 @@ class Runner:
         """Drive jobs until stopped; with `until_idle`, until nothing is queued or in flight."""
         driven: list[Job] = []
         waiting = False
-        while True:
+        while not self.stop.is_set():
             if job_id is None:  # `cairn run` works on its one job; `cairn work` fires schedules
                 self._fire_schedules()
             with self.store.begin() as conn:
@@ -93,7 +96,8 @@ class Runner:
             if not waiting:
                 waiting = True
                 self.on_idle()
-            time.sleep(IDLE_POLL_SECONDS)
+            time.sleep(IDLE_POLL_SECONDS)  # a stop is seen within one poll
+        return driven
 
     def _fire_schedules(self) -> None:
         """Submit the scheduled jobs now due (one per schedule and fire time, whoever fires)."""
@@ -120,7 +124,7 @@ class Runner:
                 self.config,
                 job,
                 on_progress=self.on_progress,
-                stop_requested=lost.is_set,
+                stop_requested=lambda: lost.is_set() or self.stop.is_set(),
                 faults=self.faults,
             )
             return drive.run(RUN_GATE, CODE_JOB)
@@ -132,6 +136,9 @@ class Runner:
         finally:
             done.set()
             beat.join()
+            if self.stop.is_set():  # stopped from another thread: hand the job back now
+                with contextlib.suppress(Exception), self.store.begin() as conn:
+                    leases.release(conn, job.id, job.fencing_token)
 
     def _heartbeat(self, job: Job, lost: threading.Event, done: threading.Event) -> None:
         """Renew the lease; once it cannot be renewed before it expires, the job is lost."""
