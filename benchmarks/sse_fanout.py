@@ -27,7 +27,6 @@ import asyncio
 import json
 import os
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -87,6 +86,14 @@ def _serve(env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
             time.sleep(0.1)
 
 
+async def _new_job(client: httpx.AsyncClient) -> int:
+    """A job that waits at the run gate (the strict policy of a plain `cairn init`)."""
+    body = {"room": "sample", "request": "r", "script": SCRIPT}
+    made = await client.post("/api/jobs", json=body)
+    made.raise_for_status()
+    return int(made.json()["id"])
+
+
 async def _subscriber(
     client: httpx.AsyncClient, job: int, ready: asyncio.Event, arrived: list[float]
 ) -> None:
@@ -110,10 +117,7 @@ async def _fan_out(url: str, token: str, count: int) -> tuple[list[float], float
     async with httpx.AsyncClient(
         base_url=url, headers=headers, limits=limits, timeout=120
     ) as client:
-        made = await client.post(
-            "/api/jobs", json={"room": "sample", "request": "r", "script": SCRIPT}
-        )
-        job = made.json()["id"]
+        job = await _new_job(client)
         arrived: list[float] = []
         readies = [asyncio.Event() for _ in range(count)]
         started = time.perf_counter()
@@ -130,10 +134,7 @@ async def _fan_out(url: str, token: str, count: int) -> tuple[list[float], float
 async def _detail_rps(url: str, token: str, seconds: float, clients: int = 8) -> float:
     headers = {"Authorization": f"Bearer {token}"}
     async with httpx.AsyncClient(base_url=url, headers=headers, timeout=60) as client:
-        made = await client.post(
-            "/api/jobs", json={"room": "sample", "request": "r", "script": SCRIPT}
-        )
-        job = made.json()["id"]
+        job = await _new_job(client)
         done = 0
         until = time.perf_counter() + seconds
 
@@ -154,10 +155,7 @@ async def _rps_while_subscribed(url: str, token: str, count: int, seconds: float
     async with httpx.AsyncClient(
         base_url=url, headers=headers, limits=limits, timeout=120
     ) as client:
-        made = await client.post(
-            "/api/jobs", json={"room": "sample", "request": "r", "script": SCRIPT}
-        )
-        job = made.json()["id"]
+        job = await _new_job(client)
         readies = [asyncio.Event() for _ in range(count)]
         tasks = [asyncio.create_task(_subscriber(client, job, r, [])) for r in readies]
         await asyncio.wait_for(asyncio.gather(*(r.wait() for r in readies)), timeout=300)
