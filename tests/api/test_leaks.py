@@ -40,3 +40,43 @@ def test_no_answer_carries_a_planted_secret(api: Api) -> None:
         assert_no_leak(Planted(text=planted.text, secrets=kept), shown)
 
     property_holds()
+
+
+def test_no_answer_of_any_endpoint_carries_a_planted_secret(api: Api) -> None:
+    """Secrets planted through every field people type reach no answer of any GET endpoint."""
+    from cairn.store import dependency_requests as dep_ledger
+
+    from .test_matrix import _job, api_routes
+
+    alice, bob = api.client("alice"), api.client("bob")
+    script = api.script(WRITE_B)
+    made = iter(range(1_000_000))
+
+    @settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(planted_texts(configured=False))
+    def property_holds(planted: Planted) -> None:
+        n = next(made)
+        shown: list[object] = []
+        job = _job(api, "dependency")
+        with api.team.store.begin() as conn:
+            asked = dep_ledger.latest(conn, job).id
+        reject = {"reason": planted.text}
+        shown.append(bob.post(f"/api/jobs/{job}/dependencies/{asked}/reject", json=reject).json())
+        schedule = {"name": f"s{n}", "room": "sample", "request": planted.text}
+        schedule |= {"cron": "0 3 * * *", "script": script}
+        shown.append(alice.post("/api/schedules", json=schedule).json())
+        agent = {"name": f"a{n}", "adapter": "openai", "model": planted.text[:200]}
+        shown.append(bob.post("/api/agents", json=agent).json())
+        # A planted value in a field that refuses it: the 422 names the field, not the value.
+        bad = {"room": "sample", "request": "r", "script": script, "kind": planted.text}
+        shown.append(alice.post("/api/jobs", json=bad).json())
+        shown.append(bob.post(f"/api/jobs/{job}/reply", json={"message": planted.text}).json())
+        for method, path in sorted(api_routes(api)):
+            if method != "GET" or path.endswith("/events"):
+                continue
+            url = path.format(job_id=job, group="default")
+            shown.extend(c.get(url).json() for c in (alice, bob))
+        kept = tuple(s for s in planted.secrets if s not in planted.environ.values())
+        assert_no_leak(Planted(text=planted.text, secrets=kept), shown)
+
+    property_holds()
