@@ -42,7 +42,9 @@ class SubmitBody(Body):
         pattern=r"^[^\x00]+$",
         description="The YAML of a script agent, for a scripted job.",
     )
-    kind: str = Field("interactive", description="interactive, or scheduled.")
+    kind: Literal["interactive", "scheduled"] = Field(
+        "interactive", description="interactive, or scheduled (a fresh context every run)."
+    )
 
 
 class ApproveBody(Body):
