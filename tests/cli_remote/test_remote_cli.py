@@ -133,3 +133,24 @@ def test_a_bad_token_or_server_is_a_clear_error(served: Served) -> None:
     )
     assert "did not answer" in gone.stderr
     assert "no job" in served.remote("admin", "show", "999", expect=1)
+
+
+def test_resume_through_the_server_words_it_as_locally(served: Served) -> None:
+    from cairn.stages import Status
+    from cairn.store import Store
+    from cairn.store import jobs as job_ledger
+
+    job = int(_submit(served))
+    served.remote("admin", "cancel", str(job))  # through the server too
+    assert served.cli.show(job)["status"] == "cancelled"
+    blocked = int(_submit(served))
+    store = Store.open(Config.from_env(served.cli.env).store_url)
+    try:
+        with store.begin() as conn:
+            found = job_ledger.get_job(conn, blocked)
+            job_ledger.transition(conn, found, found.stage, Status.blocked, diagnosis="moved")
+    finally:
+        store.close()
+    assert "only" in served.remote("alice", "resume", str(blocked), expect=1)
+    said = served.remote("admin", "resume", str(blocked))
+    assert said == f"job {blocked}: waits at awaiting_run_approval again for a decision\n"

@@ -150,21 +150,28 @@ def resume(ctx: typer.Context, job_id: int = JOB_ARGUMENT, as_user: str | None =
     s = session(ctx)
     remote = s.client(as_user)
     if remote is not None:
-        done = Decided.of(remote.post(f"/api/jobs/{job_id}/resume"))
-        if done.status is Status.waiting:
-            console.print(f"job {job_id}: waits at {done.stage} again for a decision")
-        else:
-            console.print(f"job {job_id}: runnable again; a runner carries it on (`cairn work`)")
-        return
-    with s.store() as store, store.begin() as conn:
-        job = gates.resume(conn, job_id, s.actor(as_user))
+        remote.post(f"/api/jobs/{job_id}/resume")
+        # Worded from the job as it now stands, as below: the detail carries its baseline.
+        detail = remote.get(f"/api/jobs/{job_id}")
+        status, stage = Status(detail["status"]), Stage(detail["stage"])
+        baseline = detail["baseline"]
+    else:
+        with s.store() as store, store.begin() as conn:
+            job = gates.resume(conn, job_id, s.actor(as_user))
+        status, stage, baseline = job.status, job.stage, job.baseline
+    _resumed(job_id, status, stage, baseline)
+
+
+def _resumed(job_id: int, status: Status, stage: Stage, baseline: str | None) -> None:
+    """What a resumed job does next, in one line."""
+    job = Decided(id=job_id, stage=stage, status=status)
     if job.status is Status.waiting:
         console.print(f"job {job_id}: waits at {job.stage} again for a decision")
         return
     if job.stage is Stage.delivering:
         console.print(f"job {job_id}: a runner retries the delivery, merge included (`cairn work`)")
         return
-    if job.baseline is None:
+    if baseline is None:
         # What blocked it lay in the repository (or it had no baseline yet): fetched anew.
         console.print(
             f"job {job_id}: runnable again; a runner takes a fresh baseline of the base branch "
