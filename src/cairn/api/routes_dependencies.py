@@ -14,6 +14,7 @@ from cairn.api.schemas import ApproveBody, RejectBody, Reply
 from cairn.errors import InvalidState, NotAllowed, NotFound
 from cairn.jobs.view import DependencyRequestView
 from cairn.stages import Stage, Status
+from cairn.store.records import User
 
 router = APIRouter(prefix="/api/jobs/{job_id}/dependencies", tags=["dependencies"])
 JobId = Annotated[int, Path(ge=1, le=2**31 - 1, description="The job's id.")]
@@ -70,13 +71,12 @@ def reject(
     return Reply(id=job.id, stage=job.stage, status=job.status)
 
 
-def _require_pending(conn: sa.Connection, user: object, job_id: int, request_id: int) -> None:
+def _require_pending(conn: sa.Connection, user: User, job_id: int, request_id: int) -> None:
     """Refuse unless `request_id` is the job's request its dependency gate waits on."""
     from cairn.store import dependency_requests as dep_ledger
     from cairn.store import jobs as job_ledger
-    from cairn.store.records import RequestStatus, User
+    from cairn.store.records import RequestStatus
 
-    assert isinstance(user, User)
     visibility.require_job(conn, user, job_id)
     asked = {d.id: d for d in dep_ledger.for_job(conn, job_id)}
     if request_id not in asked:
