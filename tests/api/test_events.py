@@ -97,3 +97,31 @@ def test_streams_are_only_for_members(api: Api) -> None:
     assert api.client("carol").get(f"/api/jobs/{job_id}/events").status_code == 403
     assert api.client("carol").get("/api/rooms/1/events").status_code == 403
     assert api.client("alice").get("/api/jobs/424242/events").status_code == 404
+
+
+def test_one_poller_hands_each_stream_only_its_own_jobs_events(api: Api) -> None:
+    """Many streams open at once: each gets its job's change, and no other job's."""
+    alice, bob = api.client("alice"), api.client("bob")
+    body = {"room": "sample", "request": "b", "script": api.script(WRITE_B)}
+    jobs = [alice.post("/api/jobs", json=body).json()["id"] for _ in range(3)]
+    # Each stream: the job's two recorded events, then the rejection that comes after.
+    got: dict[int, list[Any]] = {}
+    readers = [
+        threading.Thread(
+            target=lambda j=j: got.__setitem__(j, _read(alice, f"/api/jobs/{j}/events", 3))
+        )
+        for j in jobs
+    ]
+    room: list[Any] = []
+    room_reader = threading.Thread(target=lambda: room.extend(_read(bob, "/api/rooms/1/events", 9)))
+    for reader in (*readers, room_reader):
+        reader.start()
+    for job in jobs:
+        assert bob.post(f"/api/jobs/{job}/reject", json={"reason": "no"}).status_code == 200
+    for reader in (*readers, room_reader):
+        reader.join(timeout=60)
+    for job in jobs:
+        assert {data["job"] for _, data in got[job]} == {job}
+        assert got[job][-1][1]["status"] == "rejected"
+    assert sorted(data["job"] for _, data in room) == sorted(jobs * 3)
+    assert [int(seq) for seq, _ in room] == sorted(int(seq) for seq, _ in room)

@@ -8,10 +8,10 @@ which this test does not set.
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 
 from authority.conftest import WRITE_B
-from security.leaks import Planted, assert_no_leak, planted_texts
+from security.leaks import Planted, assert_no_leak, leaked, planted_texts
 
 from .conftest import Api
 
@@ -38,5 +38,56 @@ def test_no_answer_carries_a_planted_secret(api: Api) -> None:
         ]
         kept = tuple(s for s in planted.secrets if s not in planted.environ.values())
         assert_no_leak(Planted(text=planted.text, secrets=kept), shown)
+
+    property_holds()
+
+
+def test_no_answer_of_any_endpoint_carries_a_planted_secret(api: Api) -> None:
+    """Secrets planted through every field people type reach no answer of any GET endpoint."""
+    from cairn.store import dependency_requests as dep_ledger
+
+    from .test_matrix import _job, api_routes
+
+    alice, bob = api.client("alice"), api.client("bob")
+    script = api.script(WRITE_B)
+    made = iter(range(1_000_000))
+
+    # No shrinking: a leak is reported with the answer that carried it, as generated.
+    @settings(
+        max_examples=6,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+        phases=[Phase.generate],
+    )
+    @given(planted_texts(configured=False))
+    def property_holds(planted: Planted) -> None:
+        n = next(made)
+        shown: list[tuple[str, object]] = []
+        job = _job(api, "dependency")
+        with api.team.store.begin() as conn:
+            asked = dep_ledger.latest(conn, job).id
+        reject = {"reason": planted.text}
+        rejected = bob.post(f"/api/jobs/{job}/dependencies/{asked}/reject", json=reject)
+        shown.append(("reject dependency", rejected.json()))
+        schedule = {"name": f"s{n}", "room": "sample", "request": planted.text}
+        schedule |= {"cron": "0 3 * * *", "script": script}
+        shown.append(("add schedule", alice.post("/api/schedules", json=schedule).json()))
+        agent = {"name": f"a{n}", "adapter": "openai", "model": planted.text[:200]}
+        shown.append(("add agent", bob.post("/api/agents", json=agent).json()))
+        # A planted value in a field that refuses it: the 422 names the field, not the value.
+        bad = {"room": "sample", "request": "r", "script": script, "kind": planted.text}
+        shown.append(("refused submit", alice.post("/api/jobs", json=bad).json()))
+        replied = bob.post(f"/api/jobs/{job}/reply", json={"message": planted.text})
+        shown.append(("reply", replied.json()))
+        for method, path in sorted(api_routes(api)):
+            if method != "GET" or path.endswith("/events"):
+                continue
+            url = path.format(job_id=job, group="default")
+            shown.extend((f"GET {path}", c.get(url).json()) for c in (alice, bob))
+        kept = tuple(s for s in planted.secrets if s not in planted.environ.values())
+        for where, answer in shown:
+            for secret in kept:
+                piece = leaked(secret, answer)
+                assert piece is None, f"{piece!r} of a planted secret survived in {where}"
 
     property_holds()

@@ -1,113 +1,45 @@
 """Every endpoint as anonymous, a member, an admin of another group and an admin: the status.
 
 `member` is alice and `admin` is bob (group default, which owns room sample); `outsider` is
-carol, admin of group others only. Jobs are requested by admin `admin`, so no caller decides
-their own. Each call gets a job of its own at the point the endpoint acts on.
+carol, admin of group others only. Jobs and schedules are requested by admin `admin`, so no
+caller decides their own. Each call gets what it acts on (a job at the right point, an agent,
+a schedule) made for it alone. The rows are checked against the app's own routes: an
+endpoint added without a row here fails `test_every_endpoint_has_a_row`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
 import pytest
 
 from authority.conftest import WRITE_B
+from cairn.api import create_app
+from cairn.stages import Stage, Status
+from cairn.store import dependency_requests as dep_ledger
+from cairn.store import jobs as job_ledger
 
 from .conftest import Api
 
 CALLERS = {"anonymous": None, "member": "alice", "outsider": "carol", "admin": "bob"}
-# endpoint: (method, path, body, the job it needs, {caller: status})
-MATRIX: dict[str, tuple[str, str, dict[str, object] | None, str | None, dict[str, int]]] = {
-    "health": (
-        "GET",
-        "/api/health",
-        None,
-        None,
-        dict(anonymous=200, member=200, outsider=200, admin=200),
-    ),
-    "list jobs": (
-        "GET",
-        "/api/jobs",
-        None,
-        None,
-        dict(anonymous=401, member=200, outsider=200, admin=200),
-    ),
-    "show job": (
-        "GET",
-        "/api/jobs/{job}",
-        None,
-        "run",
-        dict(anonymous=401, member=200, outsider=403, admin=200),
-    ),
-    "submit": (
-        "POST",
-        "/api/jobs",
-        "submit",
-        None,
-        dict(anonymous=401, member=201, outsider=403, admin=201),
-    ),
-    "approve": (
-        "POST",
-        "/api/jobs/{job}/approve",
-        None,
-        "run",
-        dict(anonymous=401, member=403, outsider=403, admin=200),
-    ),
-    "reject": (
-        "POST",
-        "/api/jobs/{job}/reject",
-        {"reason": "no"},
-        "run",
-        dict(anonymous=401, member=403, outsider=403, admin=200),
-    ),
-    "reply": (
-        "POST",
-        "/api/jobs/{job}/reply",
-        {"message": "more"},
-        "review",
-        dict(anonymous=401, member=403, outsider=403, admin=200),
-    ),
-    "cancel": (
-        "POST",
-        "/api/jobs/{job}/cancel",
-        None,
-        "run",
-        dict(anonymous=401, member=403, outsider=403, admin=200),
-    ),
-    "retry": (
-        "POST",
-        "/api/jobs/{job}/retry",
-        None,
-        "ended",
-        dict(anonymous=401, member=201, outsider=403, admin=201),
-    ),
-    "rooms": (
-        "GET",
-        "/api/rooms",
-        None,
-        None,
-        dict(anonymous=401, member=200, outsider=200, admin=200),
-    ),
-    "groups": (
-        "GET",
-        "/api/groups",
-        None,
-        None,
-        dict(anonymous=401, member=200, outsider=200, admin=200),
-    ),
-    "job events": (
-        "GET",
-        "/api/jobs/{job}/events",
-        None,
-        "run",
-        dict(anonymous=401, member=200, outsider=403, admin=200),
-    ),
-    "room events": (
-        "GET",
-        "/api/rooms/1/events",
-        None,
-        None,
-        dict(anonymous=401, member=200, outsider=403, admin=200),
-    ),
-}
+Setup = Callable[[Api, str], dict[str, object]]
+
+
+@dataclass(frozen=True)
+class Row:
+    method: str
+    route: str
+    """The route as the app declares it: what ties the row to the endpoint."""
+    expected: dict[str, int]
+    setup: Setup | None = None
+    """Makes what one call acts on; returns the path's fields (and `caller`)."""
+    body: dict[str, object] | None = None
+    fields: dict[str, object] = field(default_factory=dict)
+
+
+def statuses(anonymous: int, member: int, outsider: int, admin: int) -> dict[str, int]:
+    return dict(anonymous=anonymous, member=member, outsider=outsider, admin=admin)
 
 
 def _job(api: Api, where: str) -> int:
@@ -119,22 +51,179 @@ def _job(api: Api, where: str) -> int:
         assert team.job(job.id).stage.value == "awaiting_review"
     elif where == "ended":
         team.reject(job.id, "not now", actor="bob")
+    elif where in ("blocked", "dependency"):
+        with team.store.begin() as conn:
+            found = job_ledger.get_job(conn, job.id)
+            if where == "blocked":
+                job_ledger.transition(
+                    conn, found, found.stage, Status.blocked, diagnosis="the base branch moved"
+                )
+            else:
+                dep_ledger.add(
+                    conn, job.id, ecosystem="pypi", name="rich", version="1.0", reason="r"
+                )
+                job_ledger.transition(
+                    conn, found, Stage.awaiting_dependency_approval, Status.waiting
+                )
     return job.id
+
+
+def at(where: str) -> Setup:
+    def setup(api: Api, caller: str) -> dict[str, object]:
+        job = _job(api, where)
+        if where != "dependency":
+            return {"job_id": job}
+        with api.team.store.begin() as conn:
+            return {"job_id": job, "request_id": dep_ledger.latest(conn, job).id}
+
+    return setup
+
+
+def an_agent(api: Api, caller: str) -> dict[str, object]:
+    from cairn.jobs.named_agents import add_named_agent
+
+    with api.team.store.begin() as conn:
+        add_named_agent(conn, f"gone-{caller}", "openai", {"model": "m"}, "admin")
+    return {"name": f"gone-{caller}"}
+
+
+def a_schedule(api: Api, caller: str) -> dict[str, object]:
+    from cairn.jobs.schedules import add_schedule
+    from cairn.sanitize import Sanitizer
+
+    with api.team.store.begin() as conn:
+        add_schedule(
+            conn,
+            name=f"nightly-{caller}",
+            room="sample",
+            cron="0 3 * * *",
+            request="tidy up",
+            agent={"adapter": "script", "script": {"steps": [{"finish": {"summary": "s"}}]}},
+            actor="admin",
+            sanitizer=Sanitizer(),
+        )
+    return {"name": f"nightly-{caller}"}
+
+
+SUBMIT = {"room": "sample", "request": "r", "script": WRITE_B}
+SCHEDULE = {"room": "sample", "request": "r", "cron": "0 3 * * *", "script": WRITE_B}
+MATRIX: dict[str, Row] = {
+    "health": Row("GET", "/api/health", statuses(200, 200, 200, 200)),
+    "list jobs": Row("GET", "/api/jobs", statuses(401, 200, 200, 200)),
+    "show job": Row("GET", "/api/jobs/{job_id}", statuses(401, 200, 403, 200), at("run")),
+    "submit": Row("POST", "/api/jobs", statuses(401, 201, 403, 201), body=SUBMIT),
+    "approve": Row("POST", "/api/jobs/{job_id}/approve", statuses(401, 403, 403, 200), at("run")),
+    "reject": Row(
+        "POST",
+        "/api/jobs/{job_id}/reject",
+        statuses(401, 403, 403, 200),
+        at("run"),
+        {"reason": "no"},
+    ),
+    "reply": Row(
+        "POST",
+        "/api/jobs/{job_id}/reply",
+        statuses(401, 403, 403, 200),
+        at("review"),
+        {"message": "more"},
+    ),
+    "cancel": Row("POST", "/api/jobs/{job_id}/cancel", statuses(401, 403, 403, 200), at("run")),
+    "resume": Row("POST", "/api/jobs/{job_id}/resume", statuses(401, 403, 403, 200), at("blocked")),
+    "retry": Row("POST", "/api/jobs/{job_id}/retry", statuses(401, 201, 403, 201), at("ended")),
+    "dependency requests": Row(
+        "GET", "/api/jobs/{job_id}/dependencies", statuses(401, 200, 403, 200), at("dependency")
+    ),
+    "approve dependency": Row(
+        "POST",
+        "/api/jobs/{job_id}/dependencies/{request_id}/approve",
+        statuses(401, 403, 403, 200),
+        at("dependency"),
+    ),
+    "reject dependency": Row(
+        "POST",
+        "/api/jobs/{job_id}/dependencies/{request_id}/reject",
+        statuses(401, 403, 403, 200),
+        at("dependency"),
+        {"reason": "not that one"},
+    ),
+    "rooms": Row("GET", "/api/rooms", statuses(401, 200, 200, 200)),
+    "groups": Row("GET", "/api/groups", statuses(401, 200, 200, 200)),
+    "show group": Row(
+        "GET", "/api/groups/{group}", statuses(401, 200, 403, 200), fields={"group": "default"}
+    ),
+    "add member": Row(
+        "POST",
+        "/api/groups/{group}/members",
+        statuses(401, 403, 403, 200),
+        body={"name": "carol", "role": "member"},
+        fields={"group": "default"},
+    ),
+    "remove member": Row(
+        "DELETE",
+        "/api/groups/{group}/members/{name}",
+        statuses(401, 403, 403, 200),
+        fields={"group": "default", "name": "admin"},
+    ),
+    "agents": Row("GET", "/api/agents", statuses(401, 200, 200, 200)),
+    # Named agents serve every group: an admin of any group decides them, carol included.
+    "add agent": Row(
+        "POST",
+        "/api/agents",
+        statuses(401, 403, 201, 201),
+        None,
+        {"name": "local-{caller}", "adapter": "openai", "model": "qwen"},
+    ),
+    "remove agent": Row("DELETE", "/api/agents/{name}", statuses(401, 403, 204, 204), an_agent),
+    "schedules": Row("GET", "/api/schedules", statuses(401, 200, 200, 200)),
+    "add schedule": Row(
+        "POST",
+        "/api/schedules",
+        statuses(401, 201, 403, 201),
+        None,
+        {"name": "weekly-{caller}", **SCHEDULE},
+    ),
+    "remove schedule": Row(
+        "DELETE", "/api/schedules/{name}", statuses(401, 403, 403, 204), a_schedule
+    ),
+    "fire schedule": Row(
+        "POST", "/api/schedules/{name}/fire", statuses(401, 403, 403, 201), a_schedule
+    ),
+    "audit verify": Row("GET", "/api/audit/verify", statuses(401, 403, 200, 200)),
+    "job events": Row("GET", "/api/jobs/{job_id}/events", statuses(401, 200, 403, 200), at("run")),
+    "room events": Row(
+        "GET", "/api/rooms/{room_id}/events", statuses(401, 200, 403, 200), fields={"room_id": 1}
+    ),
+}
+
+
+def api_routes(api: Api) -> set[tuple[str, str]]:
+    """Every (method, path) the app serves under /api, as its own schema declares them."""
+    paths = create_app(api.team.config, store=api.team.store).openapi()["paths"]
+    return {(method.upper(), path) for path, ops in paths.items() for method in ops}
+
+
+def test_every_endpoint_has_a_row(api: Api) -> None:
+    rows = {(row.method, row.route) for row in MATRIX.values()}
+    assert api_routes(api) == rows
 
 
 @pytest.mark.parametrize("endpoint", MATRIX)
 def test_each_caller_gets_the_status_of_the_matrix(api: Api, endpoint: str) -> None:
-    method, path, body, needs, expected = MATRIX[endpoint]
-    assert set(expected) == set(CALLERS)
+    row = MATRIX[endpoint]
+    assert set(row.expected) == set(CALLERS)
     for caller, name in CALLERS.items():
-        url = path.format(job=_job(api, needs)) if needs else path
+        values = dict(row.fields) | (row.setup(api, caller) if row.setup else {})
+        url = row.route.format(**values)
         payload = (
-            {"room": "sample", "request": "r", "script": api.script(WRITE_B)}
-            if body == "submit"
-            else body
+            {k: _named(v, caller) for k, v in row.body.items()} if row.body is not None else None
         )
-        status = _call(api, name, method, url, payload)
-        assert status == expected[caller], f"{endpoint} as {caller}"
+        status = _call(api, name, row.method, url, payload)
+        assert status == row.expected[caller], f"{endpoint} as {caller}"
+
+
+def _named(value: object, caller: str) -> object:
+    # Only `{caller}` is filled in: a script's YAML has braces of its own.
+    return value.replace("{caller}", caller) if isinstance(value, str) else value
 
 
 def _call(api: Api, name: str | None, method: str, url: str, body: object) -> int:
@@ -147,14 +236,17 @@ def _call(api: Api, name: str | None, method: str, url: str, body: object) -> in
 
 def test_an_outsider_sees_none_of_another_groups_work(api: Api) -> None:
     _job(api, "run")
+    a_schedule(api, "admin")
     carol = api.client("carol")
     assert carol.get("/api/jobs").json() == []
     assert carol.get("/api/rooms").json() == []
+    assert carol.get("/api/schedules").json() == []
     assert [g["name"] for g in carol.get("/api/groups").json()] == ["others"]
     assert carol.get("/api/jobs", params={"room": "sample"}).status_code == 403
     alice = api.client("alice")
     assert [r["name"] for r in alice.get("/api/rooms").json()] == ["sample"]
     assert len(alice.get("/api/jobs").json()) == 1
+    assert [s["name"] for s in alice.get("/api/schedules").json()] == ["nightly-admin"]
 
 
 def test_an_outsider_learns_nothing_of_where_a_job_stands(api: Api) -> None:
@@ -164,3 +256,18 @@ def test_an_outsider_learns_nothing_of_where_a_job_stands(api: Api) -> None:
         for action, body in (("approve", None), ("reply", {"message": "m"}), ("cancel", None)):
             refused = carol.post(f"/api/jobs/{job}/{action}", json=body)
             assert refused.status_code == 403 and "not a member" in refused.json()["error"]
+
+
+def test_a_dependency_decision_names_the_request_the_job_waits_on(api: Api) -> None:
+    job = _job(api, "dependency")
+    bob = api.client("bob")
+    with api.team.store.begin() as conn:
+        asked = dep_ledger.latest(conn, job).id
+    assert bob.post(f"/api/jobs/{job}/dependencies/{asked + 99}/approve").status_code == 404
+    listed = bob.get(f"/api/jobs/{job}/dependencies").json()
+    assert [(d["name"], d["status"]) for d in listed] == [("rich", "pending")]
+    approved = bob.post(f"/api/jobs/{job}/dependencies/{asked}/approve")
+    assert approved.status_code == 200 and approved.json()["status"] == "queued"
+    again = bob.post(f"/api/jobs/{job}/dependencies/{asked}/approve")
+    assert again.status_code == 409 and "not the one the job waits on" in again.json()["error"]
+    assert bob.get(f"/api/jobs/{job}/dependencies").json()[0]["status"] == "approved"

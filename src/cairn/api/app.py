@@ -8,8 +8,19 @@ from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
 
-from cairn.api import errors, events, routes_jobs, routes_rooms
+from cairn.api import (
+    errors,
+    events,
+    routes_agents,
+    routes_audit,
+    routes_dependencies,
+    routes_groups,
+    routes_jobs,
+    routes_rooms,
+    routes_schedules,
+)
 from cairn.api.deps import Served
+from cairn.api.event_hub import EventHub
 from cairn.api.middleware import Hardening
 from cairn.config import Config
 from cairn.store import Store
@@ -45,12 +56,17 @@ def create_app(
         redoc_url=None,
         lifespan=lifespan,
     )
-    app.state.served = Served(store=opened, config=config)
+    app.state.served = Served(store=opened, config=config, hub=EventHub(opened))
     errors.install(app)
     for router in (
         routes_rooms.health_router,
         routes_jobs.router,
         routes_rooms.router,
+        routes_groups.router,
+        routes_dependencies.router,
+        routes_agents.router,
+        routes_schedules.router,
+        routes_audit.router,
         events.router,
     ):
         app.include_router(router)

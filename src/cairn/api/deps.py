@@ -8,6 +8,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from cairn.api.auth import current_user
+from cairn.api.event_hub import EventHub
 from cairn.config import Config
 from cairn.sanitize import Sanitizer, user_sanitizer
 from cairn.store import Store
@@ -16,10 +17,11 @@ from cairn.store.records import User
 
 @dataclass(frozen=True)
 class Served:
-    """One app's store and configuration, opened once by `create_app`."""
+    """One app's store and configuration, opened once by `create_app`, and its event hub."""
 
     store: Store
     config: Config
+    hub: EventHub
 
     def sanitizer(self) -> Sanitizer:
         """The sanitizer for what people type (requests, reasons, messages)."""

@@ -1,13 +1,15 @@
 """Server-sent progress: `{job, stage, status, seq}` from the events ledger, and nothing else.
 
 `seq` is the event's id, sent as the SSE `id`, so a client that reconnects with
-`Last-Event-ID` gets every event after the last one it saw. The streams poll the store (the
-core is synchronous; each poll runs in a worker thread) and re-check access on every poll, so
-a member taken out of the group stops receiving.
+`Last-Event-ID` gets every event after the last one it saw: first what is recorded already,
+read for that stream, then what happens next, from the app's one poller (`event_hub`). Access
+is re-checked when the stream opens and every few seconds while it lasts, so a member taken
+out of the group stops receiving.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from typing import Annotated
 
@@ -19,13 +21,14 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from cairn.api import visibility
 from cairn.api.deps import Served, ServedDep, UserDep
 from cairn.api.errors import responses
+from cairn.api.event_hub import BATCH, Routed
 from cairn.api.schemas import ProgressEvent
 from cairn.errors import CairnError
 from cairn.store.schema import events, jobs
 
 router = APIRouter(prefix="/api", tags=["events"])
-POLL_SECONDS = 0.2
-BATCH = 500
+ACCESS_SECONDS = 5.0
+"""How often a quiet stream re-checks that its user may still see what it carries."""
 Id = Annotated[int, Path(ge=1, le=2**31 - 1)]
 LastEventId = Annotated[str | None, Header(alias="Last-Event-ID", max_length=20)]
 STREAM = {
@@ -48,7 +51,14 @@ def job_events(
     def check(conn: sa.Connection) -> None:
         visibility.require_job(conn, user, job_id)
 
-    return _stream(request, served, events.c.job_id == job_id, check, _after(last))
+    return _stream(
+        request,
+        served,
+        events.c.job_id == job_id,
+        check,
+        _after(last),
+        lambda r: r.event.job == job_id,
+    )
 
 
 @router.get("/rooms/{room_id}/events", response_class=EventSourceResponse, responses=STREAM)
@@ -63,7 +73,7 @@ def room_events(
     def check(conn: sa.Connection) -> None:
         visibility.require_room(conn, user, room_id)
 
-    return _stream(request, served, in_room, check, _after(last))
+    return _stream(request, served, in_room, check, _after(last), lambda r: r.room == room_id)
 
 
 def _after(last: str | None) -> int:
@@ -78,9 +88,10 @@ def _stream(
     where: sa.ColumnElement[bool],
     check: Callable[[sa.Connection], None],
     after: int,
+    wants: Callable[[Routed], bool],
 ) -> EventSourceResponse:
-    def fetch(seq: int) -> list[ProgressEvent] | None:
-        """Events after `seq`, or None once the user may no longer see them."""
+    def backlog(seq: int) -> list[ProgressEvent] | None:
+        """Events after `seq` already recorded, or None once the user may no longer see them."""
         with served.store.begin() as conn:
             try:
                 check(conn)
@@ -95,16 +106,51 @@ def _stream(
             rows = conn.execute(query).all()
         return [ProgressEvent(job=r.job_id, stage=r.stage, status=r.status, seq=r.id) for r in rows]
 
+    def allowed() -> bool:
+        with served.store.begin() as conn:
+            try:
+                check(conn)
+            except CairnError:
+                return False
+        return True
+
     async def messages() -> AsyncIterator[ServerSentEvent]:
-        seq = after
-        while not await request.is_disconnected():
-            found = await anyio.to_thread.run_sync(fetch, seq)
-            if found is None:
-                return
-            for event in found:
-                seq = event.seq
-                yield ServerSentEvent(data=event.model_dump_json(), id=str(event.seq))
-            if len(found) < BATCH:
-                await anyio.sleep(POLL_SECONDS)
+        hub = served.hub
+        # Subscribed before the backlog is read: an event recorded in between is in one or
+        # both, and `seq` drops the second copy.
+        subscription = hub.subscribe(wants)
+        try:
+            seq = after
+            while True:
+                found = await anyio.to_thread.run_sync(backlog, seq)
+                if found is None:
+                    return
+                for recorded in found:
+                    seq = recorded.seq
+                    yield _message(recorded)
+                if len(found) < BATCH:
+                    break
+            while not await request.is_disconnected():
+                try:
+                    event: ProgressEvent | None = await asyncio.wait_for(
+                        subscription.queue.get(), ACCESS_SECONDS
+                    )
+                except TimeoutError:
+                    # Access is re-checked while nothing happens too: a member taken out of
+                    # the group stops receiving.
+                    if not await anyio.to_thread.run_sync(allowed):
+                        return
+                    continue
+                if event is None:
+                    return  # fell too far behind: the client reconnects with Last-Event-ID
+                if event.seq > seq:
+                    seq = event.seq
+                    yield _message(event)
+        finally:
+            hub.unsubscribe(subscription)
 
     return EventSourceResponse(messages(), ping=15)
+
+
+def _message(event: ProgressEvent) -> ServerSentEvent:
+    return ServerSentEvent(data=event.model_dump_json(), id=str(event.seq))

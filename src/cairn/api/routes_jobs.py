@@ -10,7 +10,7 @@ from cairn.api import visibility
 from cairn.api.deps import ServedDep, UserDep
 from cairn.api.errors import responses
 from cairn.api.schemas import ROOM_NAME, ApproveBody, RejectBody, Reply, ReplyBody, SubmitBody
-from cairn.errors import NotAllowed, UsageError
+from cairn.errors import NotAllowed
 from cairn.jobs.view import JobDetail, JobSummary
 from cairn.stages import Status
 from cairn.store.records import Job
@@ -43,37 +43,27 @@ def list_jobs(
 
 @router.get("/{job_id}", response_model=JobDetail, responses=responses(401, 403, 404, 422, 503))
 def show_job(job_id: JobId, served: ServedDep, user: UserDep) -> JobDetail:
-    """Everything `cairn show --json` reports of the job."""
-    from cairn.cli.forge_commands import secret_key
-    from cairn.cli.next_steps import diagnosis
+    """Everything `cairn show --json` reports of the job.
+
+    The diagnosis is the stored one; what can be done next is in `next`, structured, for each
+    client to word (the CLI as commands, the web pages as buttons).
+    """
+    from cairn.forges.credentials import secret_key
     from cairn.jobs.view import job_detail, with_pull_request
 
     with served.store.begin() as conn:
         visibility.require_job(conn, user, job_id)
-        detail = with_pull_request(conn, job_detail(conn, job_id), secret_key(served.config))
-    # Worded as `cairn show --json` words it; `next` keeps the steps structured.
-    return detail.model_copy(update={"diagnosis": diagnosis(detail.diagnosis, detail.next)})
+        return with_pull_request(conn, job_detail(conn, job_id), secret_key(served.config))
 
 
 @router.post("", response_model=Reply, status_code=201, responses=DECIDE)
 def submit(body: SubmitBody, served: ServedDep, user: UserDep) -> Reply:
     """Submit a request to a room; the job then waits at (or passes) its run gate."""
-    from cairn.agents.registry import script_spec
-    from cairn.jobs.submit import resolve_agent, submit_job
+    from cairn.api.agent_choice import agent_spec
+    from cairn.jobs.submit import submit_job
 
-    if body.script is not None and body.agent is not None:
-        raise UsageError("give the job either an agent or a script, not both")
-    if body.agent is not None and body.agent.partition(":")[0].strip() == "script":
-        # script:PATH would read a file of the server's, which no remote user may name.
-        raise UsageError(
-            "over the API a script agent is sent as YAML in `script`, not as script:PATH"
-        )
     with served.store.begin() as conn:
-        spec = (
-            script_spec(body.script)
-            if body.script is not None
-            else resolve_agent(conn, body.room, body.agent)
-        )
+        spec = agent_spec(conn, body.room, body.agent, body.script)
         job = submit_job(
             conn,
             room=body.room,
@@ -138,6 +128,16 @@ def cancel(job_id: JobId, served: ServedDep, user: UserDep) -> Reply:
     with served.store.begin() as conn:
         visibility.require_job(conn, user, job_id)
         return _reply(gates.cancel(conn, job_id, user.name))
+
+
+@router.post("/{job_id}/resume", response_model=Reply, responses=DECIDE)
+def resume(job_id: JobId, served: ServedDep, user: UserDep) -> Reply:
+    """Continue a blocked job once what blocked it is fixed (the requester or an admin)."""
+    from cairn.jobs import gates
+
+    with served.store.begin() as conn:
+        visibility.require_job(conn, user, job_id)
+        return _reply(gates.resume(conn, job_id, user.name))
 
 
 @router.post("/{job_id}/retry", response_model=Reply, status_code=201, responses=DECIDE)

@@ -26,7 +26,15 @@ def list_rooms(served: ServedDep, user: UserDep) -> list[RoomView]:
         names = {group.id: group.name for group in visibility.groups_of(conn, user)}
         rooms = visibility.visible_rooms(conn, user)
     return [
-        RoomView(id=r.id, name=r.name, group=names[r.group_id], base=r.base_branch) for r in rooms
+        RoomView(
+            id=r.id,
+            name=r.name,
+            group=names[r.group_id],
+            base=r.base_branch,
+            verify=r.verify_command,
+            agent=r.default_agent,
+        )
+        for r in rooms
     ]
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from datetime import datetime
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
@@ -41,7 +42,9 @@ class SubmitBody(Body):
         pattern=r"^[^\x00]+$",
         description="The YAML of a script agent, for a scripted job.",
     )
-    kind: str = Field("interactive", description="interactive, or scheduled.")
+    kind: Literal["interactive", "scheduled"] = Field(
+        "interactive", description="interactive, or scheduled (a fresh context every run)."
+    )
 
 
 class ApproveBody(Body):
@@ -98,6 +101,10 @@ class RoomView(BaseModel):
     name: str
     group: str
     base: str
+    verify: str | None = None
+    """The command that checks a result in the room, as its admin set it."""
+    agent: str | None = None
+    """The named agent jobs submitted without one use."""
 
 
 class ProgressEvent(BaseModel):
@@ -107,3 +114,86 @@ class ProgressEvent(BaseModel):
     stage: Stage
     status: Status
     seq: int
+
+
+NAME = r"^[\w.-]{1,64}$"
+"""A group's, user's or schedule's name in a path (no control character reaches the store)."""
+
+
+class MemberBody(Body):
+    name: str = Field(pattern=NAME, description="The user to add, or whose role to change.")
+    role: Literal["member", "admin"] = "member"
+
+
+class MembershipView(BaseModel):
+    """A membership after a change: `role` None once removed, `before` the role there was."""
+
+    group: str
+    name: str
+    role: str | None
+    before: str | None
+
+
+class AgentBody(Body):
+    """A named agent's settings, as `cairn agent add` takes them (never a key, only its name)."""
+
+    name: str = Field(min_length=1, max_length=40)
+    adapter: str = Field(min_length=1, max_length=40, description="openai.")
+    model: str = Field(min_length=1, max_length=256)
+    base_url: str | None = Field(None, min_length=1, max_length=2048)
+    api_key_env: str | None = Field(None, min_length=1, max_length=256)
+    max_turn_steps: int | None = Field(None, ge=1, le=10_000)
+    context_tokens: int | None = Field(None, ge=1, le=10_000_000)
+    temperature: float | None = Field(None, ge=0, le=2)
+    stream: bool | None = None
+    tool_protocol: str | None = Field(None, min_length=1, max_length=20)
+
+
+class AgentView(BaseModel):
+    """A named agent's stored spec (its adapter, model and settings; never a key)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str
+    adapter: str
+
+
+class ScheduleBody(Body):
+    name: str = Field(pattern=NAME)
+    room: RoomName
+    request: str = Field(min_length=1, max_length=REQUEST_LIMIT)
+    cron: str = Field(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")
+    agent: str | None = Field(None, min_length=1, max_length=4096, pattern=r"^[^\x00]+$")
+    script: str | None = Field(None, min_length=1, max_length=256 * 1024, pattern=r"^[^\x00]+$")
+
+
+class ScheduleView(BaseModel):
+    """A schedule as `cairn schedule list --json` shows it."""
+
+    name: str
+    room: str
+    cron: str
+    request: str
+    agent: str
+    requester: str
+    next_fire_at: datetime | None
+    last_fire_at: datetime | None
+    last_job: int | None
+    last_outcome: str | None
+    last_note: str | None
+    problem: str | None
+
+
+class FiringView(BaseModel):
+    job: int
+    fire_at: datetime
+
+
+class ChainView(BaseModel):
+    """What `cairn audit verify --json` reports, and the first broken row's problem."""
+
+    ok: bool
+    checked: int
+    broken_id: int | None
+    problem: str | None
+    head_in_chain: bool | None = None

@@ -94,6 +94,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         _check_arguments(args)
+        _check_remote(args)
         code = app(args=args, prog_name="cairn", standalone_mode=False)
     except click_errors.NoArgsIsHelpError as exc:
         # `cairn user`: what it offers, which is no error (Typer's rich help prints itself).
@@ -147,6 +148,16 @@ def _check_arguments(args: list[str]) -> None:
                 raise UsageError(
                     f"argument {position} is not valid UTF-8 text; type it again as plain text"
                 ) from None
+
+
+def _check_remote(args: list[str]) -> None:
+    # With CAIRN_URL set, a command that only works on the store is refused before it runs.
+    import os
+
+    if os.environ.get("CAIRN_URL", "").strip():
+        from cairn.cli.remote import refuse_local_only
+
+        refuse_local_only(args)
 
 
 def _fail(args: list[str], message: str, code: int) -> NoReturn:

@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
+from urllib.parse import quote
 
 import typer
 
 from cairn.cli.context import AS_OPTION, JSON_OPTION, command_group, console, print_json, session
-from cairn.errors import NotAllowed, UsageError
-
-if TYPE_CHECKING:
-    import sqlalchemy as sa
 
 agent_app = command_group("Manage named agents (an adapter, a model and its settings).")
-ADAPTERS = ("openai", "claude")
-"""The adapters a named agent can use (the script agent's spec is its script: no name needed)."""
 
 
 @agent_app.command("add")
@@ -63,46 +58,8 @@ def agent_add(
     as_user: str | None = AS_OPTION,
 ) -> None:
     """Add a named agent, to use as `--agent NAME` or a room's default (an admin decides)."""
-    from cairn.store import agents
+    from cairn.jobs.named_agents import add_named_agent
 
-    if adapter not in ADAPTERS:
-        raise UsageError(f"--adapter is one of {', '.join(ADAPTERS)} for a named agent")
-    agents.check_name(name)
-    if adapter == "claude":
-        spec = _claude_spec(model, command)
-    else:
-        spec = _openai_spec(
-            model, base_url, api_key_env, max_turn_steps, context_tokens, temperature, stream,
-            tool_protocol, command,
-        )  # fmt: skip
-    s = session(ctx)
-    with s.store() as store, store.begin() as conn:
-        require_admin(conn, s.actor(as_user), "add a named agent")
-        agents.add_agent(conn, name, spec)
-    console.print(f"agent {name} added ({adapter}, model {spec['model'] or 'the CLI default'})")
-
-
-def _claude_spec(model: str | None, command: str | None) -> dict[str, Any]:
-    from cairn.agents.claude_code import claude_spec
-
-    return claude_spec({"model": model, "command": command})
-
-
-def _openai_spec(
-    model: str | None,
-    base_url: str | None,
-    api_key_env: str | None,
-    max_turn_steps: int | None,
-    context_tokens: int | None,
-    temperature: float | None,
-    stream: bool | None,
-    tool_protocol: str | None,
-    command: str | None,
-) -> dict[str, Any]:
-    from cairn.agents.openai_spec import openai_spec
-
-    if command is not None:
-        raise UsageError("--command is for a CLI adapter (claude); the openai adapter runs none")
     given: dict[str, Any] = {
         "model": model,
         "base_url": base_url,
@@ -112,17 +69,29 @@ def _openai_spec(
         "temperature": temperature,
         "stream": stream,
         "tool_protocol": tool_protocol,
+        "command": command,
     }
-    return openai_spec({key: value for key, value in given.items() if value is not None})
+    s = session(ctx)
+    remote = s.client(as_user)
+    if remote is not None:
+        spec = remote.post("/api/agents", {"name": name, "adapter": adapter, **given})
+    else:
+        with s.store() as store, store.begin() as conn:
+            spec = add_named_agent(conn, name, adapter, given, s.actor(as_user)).spec
+    console.print(f"agent {name} added ({adapter}, model {spec['model'] or 'the CLI default'})")
 
 
 @agent_app.command("list")
 def agent_list(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
     """List the named agents and their settings (never a key: only the variable's name)."""
-    from cairn.store import agents
+    from cairn.jobs.named_agents import agent_rows
 
-    with session(ctx).store() as store, store.begin() as conn:
-        found = [{"name": a.name, **a.spec} for a in agents.list_agents(conn)]
+    remote = session(ctx).client()
+    if remote is not None:
+        found = list(remote.get("/api/agents"))
+    else:
+        with session(ctx).store() as store, store.begin() as conn:
+            found = agent_rows(conn)
     if as_json:
         print_json(found)
         return
@@ -146,20 +115,13 @@ def agent_list(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
 @agent_app.command("remove")
 def agent_remove(ctx: typer.Context, name: str, as_user: str | None = AS_OPTION) -> None:
     """Remove a named agent; jobs that used it keep their own copy of its settings."""
-    from cairn.store import agents
+    from cairn.jobs.named_agents import remove_named_agent
 
     s = session(ctx)
-    with s.store() as store, store.begin() as conn:
-        require_admin(conn, s.actor(as_user), "remove a named agent")
-        agents.remove_agent(conn, name)
+    remote = s.client(as_user)
+    if remote is not None:
+        remote.delete(f"/api/agents/{quote(name, safe='')}")
+    else:
+        with s.store() as store, store.begin() as conn:
+            remove_named_agent(conn, name, s.actor(as_user))
     console.print(f"agent {name} removed")
-
-
-def require_admin(conn: sa.Connection, actor: str, what: str) -> None:
-    """Refuse unless `actor` is an admin of some group: named agents serve every group."""
-    from cairn.store import identity
-    from cairn.store.records import Role
-
-    user = identity.get_user(conn, actor)
-    if not any(role == Role.admin for _, role in identity.memberships_of(conn, user.id)):
-        raise NotAllowed(f"only an admin of a group can {what}; {actor} is not one")

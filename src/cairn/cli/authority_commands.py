@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 import typer
 
@@ -147,8 +148,12 @@ def group_list(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
     from cairn.jobs import people
     from cairn.store import identity
 
-    with session(ctx).store() as store, store.begin() as conn:
-        rows = [people.describe_group(conn, g) for g in identity.list_groups(conn)]
+    remote = session(ctx).client()
+    if remote is not None:
+        rows = list(remote.get("/api/groups"))  # the groups the token's user is in
+    else:
+        with session(ctx).store() as store, store.begin() as conn:
+            rows = [people.describe_group(conn, g) for g in identity.list_groups(conn)]
     if as_json:
         print_json(rows)
         return
@@ -162,8 +167,12 @@ def group_show(ctx: typer.Context, name: str, as_json: bool = JSON_OPTION) -> No
     from cairn.jobs import people
     from cairn.store import identity
 
-    with session(ctx).store() as store, store.begin() as conn:
-        row = people.describe_group(conn, identity.get_group(conn, name))
+    remote = session(ctx).client()
+    if remote is not None:
+        row = remote.get(f"/api/groups/{quote(name, safe='')}")
+    else:
+        with session(ctx).store() as store, store.begin() as conn:
+            row = people.describe_group(conn, identity.get_group(conn, name))
     if as_json:
         print_json(row)
         return
@@ -223,8 +232,13 @@ def member_add(
 
     s = session(ctx)
     role = "admin" if admin else "member"
-    with s.store() as store, store.begin() as conn:
-        _, before = people.add_member(conn, group, name, s.actor(as_user), role)
+    remote = s.client(as_user)
+    if remote is not None:
+        path = f"/api/groups/{quote(group, safe='')}/members"
+        before = remote.post(path, {"name": name, "role": role})["before"]
+    else:
+        with s.store() as store, store.begin() as conn:
+            _, before = people.add_member(conn, group, name, s.actor(as_user), role)
     as_role = f"an {role}" if role == "admin" else f"a {role}"
     if before is None:
         console.print(f"{name} is now {as_role} of group {group}")
@@ -242,8 +256,12 @@ def member_remove(
     from cairn.jobs import people
 
     s = session(ctx)
-    with s.store() as store, store.begin() as conn:
-        people.remove_member(conn, group, name, s.actor(as_user))
+    remote = s.client(as_user)
+    if remote is not None:
+        remote.delete(f"/api/groups/{quote(group, safe='')}/members/{quote(name, safe='')}")
+    else:
+        with s.store() as store, store.begin() as conn:
+            people.remove_member(conn, group, name, s.actor(as_user))
     console.print(f"{name} is no longer in group {group}")
 
 

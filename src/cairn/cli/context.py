@@ -21,6 +21,7 @@ from cairn.errors import UsageError
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from cairn.cli.remote import Remote
     from cairn.config import Config
     from cairn.store import Store
 
@@ -89,6 +90,24 @@ class Session:
         except UsageError as exc:
             where = "--as" if as_user else "CAIRN_USER"
             raise UsageError(f"{where} must name a user: {exc}") from None
+
+    @cached_property
+    def remote(self) -> Remote | None:
+        """The cairn server CAIRN_URL names, when the CLI is its client; None locally."""
+        import os
+
+        from cairn.cli.remote import Remote
+
+        return None if self.given is not None else Remote.from_environ(os.environ)
+
+    def client(self, as_user: str | None = None) -> Remote | None:
+        """The server to act through (refusing `--as`: the token says who acts), or None."""
+        from cairn.cli.remote import AS_REFUSED
+
+        remote = self.remote
+        if remote is not None and as_user is not None:
+            raise UsageError(AS_REFUSED)
+        return remote
 
     @contextmanager
     def store(self, *, create: bool = False, connections: int | None = None) -> Iterator[Store]:

@@ -44,10 +44,6 @@ DELIVERY_OPTION = typer.Option(
 )
 
 
-def secret_key(config: Config) -> str | None:
-    return config.secret_key.get_secret_value() if config.secret_key else None
-
-
 def forge_scope(
     forge: str | None,
     repo: str | None,
@@ -79,7 +75,7 @@ def forge_binding(
     config: Config,
 ) -> tuple[str, str]:
     """A forge room's repository (the forge's git URL) and base branch, read with its token."""
-    from cairn.forges.credentials import forge_token
+    from cairn.forges.credentials import forge_token, secret_key
     from cairn.forges.git_access import probe_git
 
     if repo is not None and repo.rstrip("/") != settings.git_url:
@@ -126,7 +122,7 @@ def room_check(
 
 def _check(conn: sa.Connection, scope: dict[str, Any], base: str, config: Config) -> dict[str, Any]:
     from cairn.forges import ForgeSettings, get_forge
-    from cairn.forges.credentials import forge_token
+    from cairn.forges.credentials import forge_token, secret_key
     from cairn.forges.git_access import probe_git
 
     settings = ForgeSettings.from_scope(scope)
@@ -174,6 +170,7 @@ def credential_set(
     as_user: str | None = AS_OPTION,
 ) -> None:
     """Store a forge token under NAME, encrypted; the token is read from standard input."""
+    from cairn.forges.credentials import secret_key
     from cairn.jobs.policy import require_group_admin
     from cairn.store import identity
     from cairn.store.credentials import CredentialCipher, set_credential

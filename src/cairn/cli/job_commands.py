@@ -22,6 +22,7 @@ from cairn.errors import InvalidState, UsageError
 from cairn.stages import Status
 
 if TYPE_CHECKING:
+    from cairn.cli.remote import Remote
     from cairn.jobs.view import JobDetail
     from cairn.store import Store
     from cairn.store.records import Job
@@ -47,11 +48,15 @@ def submit(
     kind: str = KIND_OPTION,
 ) -> None:
     """Submit a request to a room; prints the new job's id."""
-    job = _submit(ctx, room, request, agent, as_user, kind)
-    if as_json:
-        print_json({"id": job.id})
+    remote = session(ctx).client(as_user)
+    if remote is not None:
+        job_id = _submit_remote(remote, room, request, agent, kind)
     else:
-        typer.echo(job.id)
+        job_id = _submit(ctx, room, request, agent, as_user, kind).id
+    if as_json:
+        print_json({"id": job_id})
+    else:
+        typer.echo(job_id)
 
 
 def run(
@@ -109,12 +114,17 @@ def jobs(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """List jobs with their stage and status."""
-    from cairn.jobs.view import job_summaries
+    from cairn.jobs.view import JobSummary, job_summaries
     from cairn.store.rooms import get_room
 
-    with session(ctx).store() as store, store.begin() as conn:
-        room_id = get_room(conn, room).id if room else None
-        rows = job_summaries(conn, room_id)
+    remote = session(ctx).client()
+    if remote is not None:
+        found = remote.get("/api/jobs", {"room": room})
+        rows = [JobSummary.model_validate(row) for row in found]
+    else:
+        with session(ctx).store() as store, store.begin() as conn:
+            room_id = get_room(conn, room).id if room else None
+            rows = job_summaries(conn, room_id)
     if as_json:
         print_json([row.model_dump(mode="json") for row in rows])
         return
@@ -125,13 +135,9 @@ def jobs(
 
 def show(ctx: typer.Context, job_id: int = JOB_ARGUMENT, as_json: bool = JSON_OPTION) -> None:
     """Show one job: stages, decisions, dependency requests, effects and diagnosis."""
-    from cairn.cli.forge_commands import secret_key
     from cairn.cli.next_steps import diagnosis
-    from cairn.jobs.view import job_detail, with_pull_request
 
-    s = session(ctx)
-    with s.store() as store, store.begin() as conn:
-        detail = with_pull_request(conn, job_detail(conn, job_id), secret_key(s.config))
+    detail = _detail(ctx, job_id)
     pull = detail.pull_request
     # The CLI's words for the next actions follow the diagnosis; `next` keeps them structured.
     shown = diagnosis(detail.diagnosis, detail.next)
@@ -162,6 +168,19 @@ def show(ctx: typer.Context, job_id: int = JOB_ARGUMENT, as_json: bool = JSON_OP
         console.print(f"\n{detail.review.summary}")
     if shown:
         console.print(f"\ndiagnosis: {shown}", style="yellow")
+
+
+def _detail(ctx: typer.Context, job_id: int) -> JobDetail:
+    """The job's detail: from the server as the token's user, else from the store."""
+    from cairn.forges.credentials import secret_key
+    from cairn.jobs.view import JobDetail, job_detail, with_pull_request
+
+    s = session(ctx)
+    remote = s.client()
+    if remote is not None:
+        return JobDetail.model_validate(remote.get(f"/api/jobs/{job_id}"))
+    with s.store() as store, store.begin() as conn:
+        return with_pull_request(conn, job_detail(conn, job_id), secret_key(s.config))
 
 
 TRANSCRIPT_LINES = 10
@@ -198,16 +217,26 @@ def audit_verify(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Check the whole decision chain and name the first broken row."""
-    from cairn.store import decisions
+    from cairn.jobs import audit
+    from cairn.store.decisions import ChainReport
 
     if head is not None and not re.fullmatch(r"[0-9a-f]{64}", head.strip().lower()):
         raise UsageError("--head takes the 64-character hash that `cairn audit head` printed")
-    anchor = head.strip().lower() if head is not None else None
-    with session(ctx).store() as store, store.begin() as conn:
-        report = decisions.verify_chain(conn, anchor)
+    remote = session(ctx).client()
+    if remote is not None:
+        found = remote.get("/api/audit/verify", {"head": head.strip().lower() if head else None})
+        anchor = audit.parse_head(head)
+        report = ChainReport(
+            checked=found["checked"],
+            broken_id=found["broken_id"],
+            problem=found["problem"],
+            head_in_chain=found.get("head_in_chain"),
+        )
+    else:
+        with session(ctx).store() as store, store.begin() as conn:
+            report, anchor = audit.verify(conn, head)
     if as_json:
-        shown = {"ok": report.ok, "checked": report.checked, "broken_id": report.broken_id}
-        print_json(shown if anchor is None else shown | {"head_in_chain": report.head_in_chain})
+        print_json(audit.report_data(report, anchor))
     elif report.ok:
         held = f"; it still holds head {anchor[:12]}" if anchor else ""
         console.print(f"decision chain intact: {report.checked} decisions verified{held}")
@@ -257,6 +286,16 @@ def _submit(
             sanitizer=user_sanitizer(s.config),
             kind=kind,
         )
+
+
+def _submit_remote(remote: Remote, room: str, request: str, agent: str | None, kind: str) -> int:
+    """Submit through the server; a local `script:PATH` travels as the script's YAML."""
+    from cairn.cli.remote import local_script
+
+    script, agent = local_script(agent)
+    body = {"room": room, "request": request, "agent": agent, "script": script, "kind": kind}
+    made = remote.post("/api/jobs", body)
+    return int(made["id"])
 
 
 def _work(

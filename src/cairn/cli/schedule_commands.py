@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
 import typer
 
 from cairn.cli.context import AS_OPTION, JSON_OPTION, command_group, console, print_json, session
+from cairn.cli.remote import local_script
+
+if TYPE_CHECKING:
+    from cairn.jobs.schedules import ScheduleView
 
 schedule_app = command_group(
     "Standing requests fired as scheduled jobs by `cairn work` (cron times in UTC)."
@@ -36,20 +44,28 @@ def schedule_add(
 
     s = session(ctx)
     stored = check_cron(cron)  # before anything else: the commonest mistake
-    with s.store() as store, store.begin() as conn:
-        schedule = add_schedule(
-            conn,
-            name=name,
-            room=room,
-            cron=stored,
-            request=request,
-            agent=resolve_agent(conn, room, agent),
-            actor=s.actor(as_user),
-            sanitizer=user_sanitizer(s.config),
-        )
-    first = next_fire_time(schedule.cron, utcnow())
+    remote = s.client(as_user)
+    if remote is not None:
+        script, agent = local_script(agent)
+        body = {"name": name, "room": room, "request": request, "cron": stored}
+        made = remote.post("/api/schedules", body | {"agent": agent, "script": script})
+        added, kept_cron = str(made["name"]), str(made["cron"])
+    else:
+        with s.store() as store, store.begin() as conn:
+            schedule = add_schedule(
+                conn,
+                name=name,
+                room=room,
+                cron=stored,
+                request=request,
+                agent=resolve_agent(conn, room, agent),
+                actor=s.actor(as_user),
+                sanitizer=user_sanitizer(s.config),
+            )
+        added, kept_cron = schedule.name, schedule.cron
+    first = next_fire_time(kept_cron, utcnow())
     console.print(
-        f"schedule {schedule.name} added; it first fires at {first:%Y-%m-%d %H:%M} UTC "
+        f"schedule {added} added; it first fires at {first:%Y-%m-%d %H:%M} UTC "
         "while a runner works (`cairn work`)"
     )
 
@@ -59,8 +75,12 @@ def schedule_list(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
     """List schedules with their next and last fire times and last job."""
     from cairn.jobs.schedules import schedule_views
 
-    with session(ctx).store() as store, store.begin() as conn:
-        views = schedule_views(conn)
+    remote = session(ctx).client()
+    if remote is not None:
+        views = [_view(row) for row in remote.get("/api/schedules")]
+    else:
+        with session(ctx).store() as store, store.begin() as conn:
+            views = schedule_views(conn)
     if as_json:
         print_json([view.to_data() for view in views])
         return
@@ -90,9 +110,14 @@ def schedule_remove(
     from cairn.jobs.schedules import remove_schedule
 
     s = session(ctx)
-    with s.store() as store, store.begin() as conn:
-        removed = remove_schedule(conn, name, actor=s.actor(as_user))
-    console.print(f"schedule {removed.name} removed")
+    remote = s.client(as_user)
+    if remote is not None:
+        remote.delete(f"/api/schedules/{quote(name, safe='')}")
+        removed = name
+    else:
+        with s.store() as store, store.begin() as conn:
+            removed = remove_schedule(conn, name, actor=s.actor(as_user)).name
+    console.print(f"schedule {removed} removed")
 
 
 @schedule_app.command("fire")
@@ -107,9 +132,28 @@ def schedule_fire(
     from cairn.sanitize import user_sanitizer
 
     s = session(ctx)
-    with s.store() as store, store.begin() as conn:
-        firing = fire_now(conn, name, user_sanitizer(s.config), actor=s.actor(as_user))
-    if as_json:
-        print_json({"job": firing.job_id, "fire_at": firing.fire_at.isoformat()})
+    remote = s.client(as_user)
+    if remote is not None:
+        fired = remote.post(f"/api/schedules/{quote(name, safe='')}/fire")
+        job, at = fired["job"], datetime.fromisoformat(fired["fire_at"])
     else:
-        typer.echo(firing.job_id)
+        with s.store() as store, store.begin() as conn:
+            firing = fire_now(conn, name, user_sanitizer(s.config), actor=s.actor(as_user))
+        job, at = firing.job_id, firing.fire_at
+    if as_json:
+        print_json({"job": job, "fire_at": at.isoformat()})
+    else:
+        typer.echo(job)
+
+
+def _view(row: dict[str, Any]) -> ScheduleView:
+    """A schedule the server listed, read back into the view the local list makes."""
+    from cairn.jobs.schedules import ScheduleView
+
+    def when(key: str) -> datetime | None:
+        return datetime.fromisoformat(row[key]) if row.get(key) else None
+
+    fields: dict[str, Any] = {k: row.get(k) for k in ScheduleView.__dataclass_fields__}
+    return ScheduleView(
+        **fields | {"next_fire_at": when("next_fire_at"), "last_fire_at": when("last_fire_at")}
+    )

@@ -165,17 +165,23 @@ def room_list(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
     from cairn.store import identity
     from cairn.store.rooms import list_rooms
 
-    with session(ctx).store() as store, store.begin() as conn:
-        rooms = [
-            {
-                "name": r.name,
-                "group": identity.get_group(conn, r.group_id).name,
-                "base": r.base_branch,
-                "verify": r.verify_command,
-                "agent": r.default_agent,
-            }
-            for r in list_rooms(conn)
-        ]
+    remote = session(ctx).client()
+    if remote is not None:
+        # The rooms of the token's user's groups, in the local list's shape.
+        keys = ("name", "group", "base", "verify", "agent")
+        rooms = [{key: room.get(key) for key in keys} for room in remote.get("/api/rooms")]
+    else:
+        with session(ctx).store() as store, store.begin() as conn:
+            rooms = [
+                {
+                    "name": r.name,
+                    "group": identity.get_group(conn, r.group_id).name,
+                    "base": r.base_branch,
+                    "verify": r.verify_command,
+                    "agent": r.default_agent,
+                }
+                for r in list_rooms(conn)
+            ]
     if as_json:
         print_json(rooms)
         return

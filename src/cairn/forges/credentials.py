@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
 from cairn.errors import UsageError
 from cairn.forges.registry import ForgeSettings
 from cairn.workspace.askpass import GitCredential
+
+if TYPE_CHECKING:
+    from cairn.config import Config
+
+
+def secret_key(config: Config) -> str | None:
+    """The key stored credentials are encrypted with, in clear only for the call that needs it."""
+    return config.secret_key.get_secret_value() if config.secret_key else None
 
 
 def forge_token(

@@ -111,6 +111,24 @@ class RunnerProcess:
         self._on_progress = on_progress
         self._faults = faults
         self._threads: list[threading.Thread] = []
+        self._worker: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Work in a background thread (`cairn serve --workers`) until `stop`."""
+        self._worker = threading.Thread(target=self._work_quietly, daemon=True, name="runners")
+        self._worker.start()
+
+    def stop(self, timeout: float) -> None:
+        """Stop claiming, hand back every job held, and wait up to `timeout` for the threads."""
+        self._hand_back()
+        if self._worker is not None:
+            self._worker.join(timeout)
+
+    def _work_quietly(self) -> None:
+        try:
+            self.work()
+        except Exception:
+            _log.exception("the runners stopped on an unexpected error")
 
     def work(self, *, until_idle: bool = False) -> list[Job]:
         """Drive jobs until stopped (Ctrl-C, SIGTERM) or, with `until_idle`, nothing is left."""

@@ -176,6 +176,13 @@ def require_group_admin(conn: sa.Connection, group: Group, actor: str, what: str
         )
 
 
+def require_an_admin(conn: sa.Connection, actor: str, what: str) -> None:
+    """Refuse unless `actor` is an admin of some group: for what serves every group."""
+    user = ledger.get_user(conn, actor)
+    if not any(role == Role.admin for _, role in ledger.memberships_of(conn, user.id)):
+        raise NotAllowed(f"only an admin of a group can {what}; {actor} is not one")
+
+
 def _auto_kinds(raw: Any, run: Approval, *, strict: bool) -> tuple[str, ...]:
     """The kinds `run_approval=auto` covers (none for `admin`); by default, scheduled jobs."""
     if raw is None:

@@ -84,7 +84,8 @@ class Runner:
         self.wait_for_work = wait_for_work or (lambda: time.sleep(IDLE_POLL_SECONDS))
         """Returns when there may be work: a wake-up (cairn.store.wakeups) or a poll interval."""
         self.stopping = stopping or threading.Event()
-        """Set by whoever stops the runner: it claims nothing more."""
+        """Set by whoever stops the runner (another thread): it claims nothing more, and the
+        job in flight is handed back at its next stage."""
 
     def work(self, *, until_idle: bool = False, job_id: int | None = None) -> list[Job]:
         """Drive jobs until stopped; with `until_idle`, until nothing is queued or in flight."""
@@ -166,7 +167,7 @@ class Runner:
                 self.config,
                 job,
                 on_progress=self.on_progress,
-                stop_requested=lost.is_set,
+                stop_requested=lambda: lost.is_set() or self.stopping.is_set(),
                 faults=self.faults,
             )
             return drive.run(RUN_GATE, CODE_JOB)
@@ -178,6 +179,9 @@ class Runner:
         finally:
             done.set()
             beat.join()
+            if self.stopping.is_set():  # stopped from another thread: hand the job back now
+                with contextlib.suppress(Exception), self.store.begin() as conn:
+                    leases.release(conn, job.id, job.fencing_token)
 
     def _heartbeat(self, job: Job, lost: threading.Event, done: threading.Event) -> None:
         """Renew the lease; once it cannot be renewed before it expires, the job is lost."""

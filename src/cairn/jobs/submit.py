@@ -47,7 +47,8 @@ def submit_job(
     if len(text) > REQUEST_LIMIT:
         raise UsageError(f"the request is longer than {REQUEST_LIMIT} characters; shorten it")
     if kind not in JOB_KINDS:
-        raise UsageError(f"a job's kind is one of {', '.join(JOB_KINDS)}, not {kind!r}")
+        # Not echoed: a mistyped value may be anything pasted, a credential included.
+        raise UsageError(f"a job's kind is one of {', '.join(JOB_KINDS)}")
     found = get_room(conn, room)
     user = _member(conn, found, actor)
     job = job_ledger.submit(
