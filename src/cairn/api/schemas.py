@@ -138,8 +138,11 @@ class AgentBody(Body):
     """A named agent's settings, as `cairn agent add` takes them (never a key, only its name)."""
 
     name: str = Field(min_length=1, max_length=40)
-    adapter: str = Field(min_length=1, max_length=40, description="openai.")
-    model: str = Field(min_length=1, max_length=256)
+    adapter: str = Field(min_length=1, max_length=40, description="openai or claude.")
+    model: str | None = Field(None, min_length=1, max_length=256, description="openai: required.")
+    command: str | None = Field(
+        None, min_length=1, max_length=4096, description="A CLI adapter's binary on the runners."
+    )
     base_url: str | None = Field(None, min_length=1, max_length=2048)
     api_key_env: str | None = Field(None, min_length=1, max_length=256)
     max_turn_steps: int | None = Field(None, ge=1, le=10_000)
