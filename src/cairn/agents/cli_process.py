@@ -4,28 +4,35 @@ The sandbox is the one agents' commands run in (`cairn.workspace.commands`): the
 read-only, the workspace writable with its `.git` read-only, cairn's home hidden, no
 capabilities, and nothing left running after the turn. Two more folders are writable: the
 job's own CLI state folder (HOME, TMPDIR and the CLI's config folder), and nothing else. The
-network is `network_plan`'s: the one place the egress proxy plugs in.
+network is `network_plan`'s: the model endpoint only, through cairn's egress proxy.
 """
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import sys
-from collections.abc import Callable, Mapping, Sequence
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 from cairn.errors import WorkspaceError
-from cairn.workspace import commands
+from cairn.workspace import commands, egress
 from cairn.workspace.boundary import check_no_new_escapes, escaping_links
+
+_NEAR_PATH_LIMIT = 70
+"""The longest folder the per-turn socket folders go in (a random name and the socket's file
+name follow, within the 100 bytes `Egress` allows a socket path)."""
 
 
 @dataclass(frozen=True)
 class NetworkPlan:
-    """How the sandbox reaches the model endpoint, and nothing else once egress exists."""
+    """How the sandbox reaches the model endpoint, and nothing else."""
 
     share_host: bool
-    """Share the host's network (until the allowlisting proxy replaces it)."""
+    """Share the host's network (only where no sandbox can be had and the room allows it)."""
     bwrap_args: tuple[str, ...] = ()
     inner_prefix: tuple[str, ...] = ()
     environment: Mapping[str, str] = field(default_factory=dict)
@@ -33,14 +40,54 @@ class NetworkPlan:
     """The endpoint URL as the CLI inside the sandbox reaches it."""
 
 
-def network_plan(endpoint: str) -> NetworkPlan:
-    """The sandbox's network for a turn that talks to `endpoint`.
+def endpoint_inside(endpoint: str) -> str:
+    """The endpoint's URL as the CLI inside the sandbox reaches it (before the turn runs).
 
-    For now the sandbox shares the host's network. `cairn.workspace.egress.Egress` replaces
-    this: `NetworkPlan(False, egress.bwrap_args, egress.inner_prefix, egress.environment,
-    egress.url_inside(endpoint))`, entered for the length of the turn.
+    A loopback endpoint is forwarded inside as 127.0.0.1 on its own port; any other keeps its
+    URL and goes through the proxy (`Egress.url_inside`, which needs no running proxy).
     """
-    return NetworkPlan(share_host=True, endpoint=endpoint)
+    host, _port = egress.parse_endpoint(endpoint)
+    if not egress.is_loopback(host):
+        return endpoint
+    parts = urlsplit(endpoint.strip())
+    explicit = f":{parts.port}" if parts.port else ""
+    return urlunsplit(parts._replace(netloc=f"127.0.0.1{explicit}"))
+
+
+@contextlib.contextmanager
+def network_plan(endpoint: str, near: Path) -> Iterator[NetworkPlan]:
+    """The sandbox's network for a turn that talks to `endpoint`: that endpoint only.
+
+    An allowlisting proxy outside the sandbox (`cairn.workspace.egress`), its sockets in a
+    private folder made for the turn beside `near` (the job's state folder, which the sandbox
+    may write, so not inside it), runs for the length of the turn. Where no sandbox can be had
+    (a room that allows running unsandboxed) the host's network is shared: nothing to bridge.
+    """
+    if commands.sandbox_problem() is not None:
+        yield NetworkPlan(share_host=True, endpoint=endpoint)
+        return
+    folder = _egress_folder(near)
+    try:
+        with egress.Egress([endpoint], folder) as bridge:
+            yield NetworkPlan(
+                False,
+                tuple(bridge.bwrap_args),
+                tuple(bridge.inner_prefix),
+                dict(bridge.environment),
+                bridge.url_inside(endpoint),
+            )
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _egress_folder(near: Path) -> Path:
+    """A fresh private folder for one turn's sockets: beside `near` when a socket's path there
+    fits the kernel's limit, else in the system's temporary folder (a deep CAIRN_HOME)."""
+    parent = near.parent / "egress"
+    if len(str(parent.absolute())) <= _NEAR_PATH_LIMIT:
+        parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix="", dir=parent))
+    return Path(tempfile.mkdtemp(prefix="cairn-egress-"))
 
 
 @dataclass(frozen=True)

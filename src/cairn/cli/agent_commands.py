@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     import sqlalchemy as sa
 
 agent_app = command_group("Manage named agents (an adapter, a model and its settings).")
-ADAPTERS = ("openai", "claude")
+ADAPTERS = ("openai", "claude", "codex")
 """The adapters a named agent can use (the script agent's spec is its script: no name needed)."""
 
 
@@ -21,7 +21,7 @@ ADAPTERS = ("openai", "claude")
 def agent_add(
     ctx: typer.Context,
     name: str,
-    adapter: str = typer.Option(..., "--adapter", help="The adapter: openai or claude."),
+    adapter: str = typer.Option(..., "--adapter", help="The adapter: openai, claude or codex."),
     model: str | None = typer.Option(
         None, "--model", help="The model, as the server names it (claude: optional)."
     ),
@@ -70,6 +70,8 @@ def agent_add(
     agents.check_name(name)
     if adapter == "claude":
         spec = _claude_spec(model, command)
+    elif adapter == "codex":
+        spec = _codex_spec(model, command)
     else:
         spec = _openai_spec(
             model, base_url, api_key_env, max_turn_steps, context_tokens, temperature, stream,
@@ -88,6 +90,12 @@ def _claude_spec(model: str | None, command: str | None) -> dict[str, Any]:
     return claude_spec({"model": model, "command": command})
 
 
+def _codex_spec(model: str | None, command: str | None) -> dict[str, Any]:
+    from cairn.agents.codex_cli import codex_spec
+
+    return codex_spec({"model": model, "command": command})
+
+
 def _openai_spec(
     model: str | None,
     base_url: str | None,
@@ -102,7 +110,7 @@ def _openai_spec(
     from cairn.agents.openai_spec import openai_spec
 
     if command is not None:
-        raise UsageError("--command is for a CLI adapter (claude); the openai adapter runs none")
+        raise UsageError("--command is for a CLI adapter (claude, codex); openai runs none")
     given: dict[str, Any] = {
         "model": model,
         "base_url": base_url,
@@ -134,6 +142,13 @@ def agent_list(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
             console.print(
                 f"{agent['name']:<16} claude {agent.get('model') or '(CLI default)'} via "
                 f"{binary} at the runner's ANTHROPIC_BASE_URL (key from ANTHROPIC_API_KEY)"
+            )
+            continue
+        if agent["adapter"] == "codex":
+            binary = agent.get("command") or "codex on PATH"
+            console.print(
+                f"{agent['name']:<16} codex {agent.get('model') or '(CLI default)'} via "
+                f"{binary} at the runner's OPENAI_BASE_URL (key from OPENAI_API_KEY)"
             )
             continue
         where = agent.get("base_url") or "the runner's OPENAI_BASE_URL"
