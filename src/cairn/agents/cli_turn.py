@@ -263,9 +263,13 @@ class CliTurn:
         """Secrets only, for the session file: masking its paths would rewrite the history
         the CLI resumes from (the key is the one secret its environment holds)."""
         key = self.api_key
-        if key and len(key) >= _MIN_MASKED_KEY:
-            text = text.replace(key, MASK)
-        return mask_secret_shapes(text)
+
+        def secrets(line: str) -> str:
+            if key and len(key) >= _MIN_MASKED_KEY:
+                line = line.replace(key, MASK)
+            return mask_secret_shapes(line)
+
+        return cli_session.masked_lines(text, secrets)
 
     def _failed(self, diagnosis: str) -> Outcome:
         return Outcome(OutcomeKind.failed, diagnosis=diagnosis)
