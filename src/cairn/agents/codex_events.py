@@ -34,6 +34,8 @@ _LOST = (
     "timeout",
 )
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,60}")
+_SHELL_WRAPPED = re.compile(r"\S*/(?:ba|z|da)?sh -l?c '(.*)'", re.DOTALL)
+"""How Codex reports a command it ran: wrapped in the user's shell (`/bin/bash -lc '...'`)."""
 
 
 class CodexEvents:
@@ -91,8 +93,8 @@ class CodexEvents:
         kind, status = item.get("type"), _status(item)
         if kind == "command_execution":
             command = item.get("command")
-            text = command.strip().splitlines()[0][:120] if isinstance(command, str) else ""
-            return ToolActivity("exec_command", text if command and text else "", status)
+            text = _unwrapped(command).strip() if isinstance(command, str) else ""
+            return ToolActivity("exec_command", text.splitlines()[0][:120] if text else "", status)
         if kind == "file_change":
             changes = item.get("changes") if isinstance(item.get("changes"), list) else []
             assert isinstance(changes, list)
@@ -144,6 +146,12 @@ class CodexEvents:
         else:
             self.report.lost_connection = False
             self.report.failure = message or "the turn failed"
+
+
+def _unwrapped(command: str) -> str:
+    """The command as the model wrote it, without Codex's shell wrapper (and its path)."""
+    wrapped = _SHELL_WRAPPED.fullmatch(command.strip())
+    return wrapped.group(1).replace("'\\''", "'") if wrapped else command
 
 
 def _status(item: dict[str, Any]) -> str:
