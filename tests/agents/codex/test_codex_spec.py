@@ -111,7 +111,7 @@ def test_the_config_names_the_provider_bounded_retries_and_cairns_mcp_server(
     assert KEY not in (home / "config.toml").read_text()
 
 
-def test_the_real_cli_accepts_every_key_of_the_config(tmp_path: Path, codex_cli: Path) -> None:
+def test_the_real_cli_reads_the_config_and_its_mcp_server(tmp_path: Path, codex_cli: Path) -> None:
     CodexCli().command_line(str(codex_cli), _plan(tmp_path))
     home = tmp_path / "state" / "codex"
     done = subprocess.run(
