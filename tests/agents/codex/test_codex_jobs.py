@@ -91,3 +91,37 @@ def test_two_jobs_at_dependency_gates_each_resume_their_own_thread(
         assert second[second.index("resume") :][-3:] == [thread, "--", "<prompt>"]
         assert "--dangerously-bypass-approvals-and-sandbox" in second, "writable on resume too"
     assert agent_state(cairn, a.id)["session_id"] != agent_state(cairn, b.id)["session_id"]
+
+
+def test_a_reply_resumes_the_same_thread_and_a_fresh_reply_starts_a_new_one(
+    cairn: Cairn, responses_server: ScriptedResponsesServer, codex_cli: Path
+) -> None:
+    point_at(cairn, responses_server)
+    marker = "Add a notes file"
+    job = submit_codex(cairn, codex_cli, marker)
+    responses_server.add_answers(
+        marker,
+        tool_call_answer(add_file("notes.txt", "n\n")),
+        text_answer("added notes.txt"),
+        text_answer("kept it short"),
+    )
+    cairn.work()
+    assert cairn.detail(job.id)["stage"] == "awaiting_review"
+    thread = agent_state(cairn, job.id)["session_id"]
+    cairn.reply(job.id, "Please explain the notes")
+    cairn.work()
+    detail = cairn.detail(job.id)
+    assert detail["stage"] == "awaiting_review", detail["diagnosis"]
+    replied = responses_server.requests_for(marker)[2]
+    assert "Please explain the notes" in replied.text
+    assert replied.headers["thread-id"] == thread
+    last = agent_state(cairn, job.id)["invocations"][-1]
+    assert last[last.index("resume") :][-3] == thread, "the same thread, by its id"
+    responses_server.add_answers(marker, text_answer("started over"))
+    cairn.reply(job.id, "Start over: keep it as it is", fresh=True)
+    cairn.work()
+    fresh = responses_server.requests_for(marker)[3]
+    assert "Start over" in fresh.text and fresh.headers["thread-id"] != thread, "a new thread"
+    state = agent_state(cairn, job.id)
+    assert "resume" not in state["invocations"][-1]
+    assert state["session_id"] == fresh.headers["thread-id"]
