@@ -12,9 +12,15 @@ from cairn.jobs import context
 from cairn.jobs.submit import submit_job
 from cairn.sanitize import user_sanitizer
 from cairn.store.records import Job
-from cairn.testing import Answer, Fault, ScriptedResponsesServer, text_answer
+from cairn.testing import (
+    Answer,
+    CustomToolCall,
+    Fault,
+    NamespacedToolCall,
+    ScriptedResponsesServer,
+    text_answer,
+)
 from cairn.testing.harness import Cairn
-from cairn.testing.responses_script import CustomToolCall, NamespacedToolCall
 
 MODEL = "cairn-scripted"
 LOST_CALL = DEFAULT_MAX_RETRIES + 1
