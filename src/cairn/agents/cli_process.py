@@ -16,15 +16,14 @@ import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 from cairn.errors import WorkspaceError
 from cairn.workspace import commands, egress
 from cairn.workspace.boundary import check_no_new_escapes, escaping_links
 
-_NEAR_PATH_LIMIT = 70
-"""The longest folder the per-turn socket folders go in (a random name and the socket's file
-name follow, within the 100 bytes `Egress` allows a socket path)."""
+_FOLDER_PATH_LIMIT = 80
+"""The longest socket folder a turn's egress uses (a socket's file name follows, within the
+100 bytes `Egress` allows a socket path)."""
 
 
 @dataclass(frozen=True)
@@ -40,33 +39,21 @@ class NetworkPlan:
     """The endpoint URL as the CLI inside the sandbox reaches it."""
 
 
-def endpoint_inside(endpoint: str) -> str:
-    """The endpoint's URL as the CLI inside the sandbox reaches it (before the turn runs).
-
-    A loopback endpoint is forwarded inside as 127.0.0.1 on its own port; any other keeps its
-    URL and goes through the proxy (`Egress.url_inside`, which needs no running proxy).
-    """
-    host, _port = egress.parse_endpoint(endpoint)
-    if not egress.is_loopback(host):
-        return endpoint
-    parts = urlsplit(endpoint.strip())
-    explicit = f":{parts.port}" if parts.port else ""
-    return urlunsplit(parts._replace(netloc=f"127.0.0.1{explicit}"))
-
-
 @contextlib.contextmanager
-def network_plan(endpoint: str, near: Path) -> Iterator[NetworkPlan]:
-    """The sandbox's network for a turn that talks to `endpoint`: that endpoint only.
+def network_plan(endpoint: str, folder: Path) -> Iterator[NetworkPlan]:
+    """The sandbox's network for a turn that talks to `endpoint`, for the length of the turn:
+    that endpoint only.
 
-    An allowlisting proxy outside the sandbox (`cairn.workspace.egress`), its sockets in a
-    private folder made for the turn beside `near` (the job's state folder, which the sandbox
-    may write, so not inside it), runs for the length of the turn. Where no sandbox can be had
-    (a room that allows running unsandboxed) the host's network is shared: nothing to bridge.
+    The allowlisting proxy of `cairn.workspace.egress` runs outside the sandbox, its sockets
+    in `folder` (cairn's own, made for the turn and removed after it; a temporary folder
+    instead when `folder` is too deep for a socket's path). Where no sandbox can be had (a
+    room that allows running unsandboxed) the host's network is shared: nothing to bridge.
     """
     if commands.sandbox_problem() is not None:
         yield NetworkPlan(share_host=True, endpoint=endpoint)
         return
-    folder = _egress_folder(near)
+    if len(str(folder.absolute())) > _FOLDER_PATH_LIMIT:
+        folder = Path(tempfile.mkdtemp(prefix="cairn-egress-"))
     try:
         with egress.Egress([endpoint], folder) as bridge:
             yield NetworkPlan(
@@ -78,16 +65,6 @@ def network_plan(endpoint: str, near: Path) -> Iterator[NetworkPlan]:
             )
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-
-
-def _egress_folder(near: Path) -> Path:
-    """A fresh private folder for one turn's sockets: beside `near` when a socket's path there
-    fits the kernel's limit, else in the system's temporary folder (a deep CAIRN_HOME)."""
-    parent = near.parent / "egress"
-    if len(str(parent.absolute())) <= _NEAR_PATH_LIMIT:
-        parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        return Path(tempfile.mkdtemp(prefix="", dir=parent))
-    return Path(tempfile.mkdtemp(prefix="cairn-egress-"))
 
 
 @dataclass(frozen=True)

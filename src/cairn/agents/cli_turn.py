@@ -25,7 +25,7 @@ from cairn.agents.cli_agent import (
     CliTurnPlan,
     EventReader,
 )
-from cairn.agents.cli_process import CliRun, endpoint_inside, network_plan, run_cli
+from cairn.agents.cli_process import CliRun, NetworkPlan, network_plan, run_cli
 from cairn.errors import WorkspaceError
 from cairn.sanitize import MASK, bound, mask_secret_shapes
 from cairn.store.records import StepKind
@@ -75,14 +75,18 @@ class CliTurn:
         requests = state_dir / "cairn-requests"
         requests.mkdir(parents=True, exist_ok=True)
         mcp_tools.clear_requests(requests)
-        plan = self._plan(state_dir, requests)
-        argv = self.module.command_line(self.binary, plan)
-        self._remember(argv, plan)
-        self.turn.save_state(dict(self.state))  # the session id and opened tree, before it runs
-        reader = self.module.reader(turn.workspace)
+        # One network for the whole turn: where egress.py's proxy is entered and left. Its
+        # folder is beside the state folder, not in it: hidden from the sandbox, not writable.
+        egress = state_dir.with_name(f"{state_dir.name}.egress")
         try:
-            run = self._run(argv, plan, self._watch(reader))
-        except WorkspaceError as exc:
+            with network_plan(self.endpoint, egress) as network:
+                plan = self._plan(state_dir, requests, network.endpoint)
+                argv = self.module.command_line(self.binary, plan)
+                self._remember(argv, plan)
+                self.turn.save_state(dict(self.state))  # the session id and tree, before it runs
+                reader = self.module.reader(turn.workspace)
+                run = self._run(argv, plan, network, self._watch(reader))
+        except WorkspaceError as exc:  # no sandbox, no proxy, or a link out of the workspace
             return self._end(self._failed(str(exc)))
         report = reader.report
         if run.stopped:
@@ -96,7 +100,7 @@ class CliTurn:
         outcome = self._outcome(run, report, mcp_tools.take_request(requests))
         return self._end(replace(outcome, usage=report.usage, isolation_unproven=not run.sandboxed))
 
-    def _plan(self, state_dir: Path, requests: Path) -> CliTurnPlan:
+    def _plan(self, state_dir: Path, requests: Path, endpoint: str) -> CliTurnPlan:
         turn = self.turn
         generation = int(self.state.get("generation", 0))
         if turn.fresh_opening is not None:
@@ -131,25 +135,26 @@ class CliTurn:
             draft,
             resume=resumed,
             prompt=self._prompt(resumed),
-            endpoint=endpoint_inside(self.endpoint),
+            endpoint=endpoint,
             model=self.spec.get("model"),
         )
 
-    def _run(self, argv: list[str], plan: CliTurnPlan, on_line: Any) -> CliRun:
+    def _run(
+        self, argv: list[str], plan: CliTurnPlan, network: NetworkPlan, on_line: Any
+    ) -> CliRun:
         turn = self.turn
-        with network_plan(self.endpoint, plan.state_dir) as network:
-            return run_cli(
-                argv,
-                workspace=turn.workspace,
-                state_dir=plan.state_dir,
-                environment=self.module.environment(plan),
-                network=network,
-                hidden=turn.hidden_paths,
-                on_line=on_line,
-                timeout=float(self.spec.get("timeout") or 3600.0),
-                should_stop=turn.stop_requested,
-                allow_unsandboxed=turn.allow_unsandboxed,
-            )
+        return run_cli(
+            argv,
+            workspace=turn.workspace,
+            state_dir=plan.state_dir,
+            environment=self.module.environment(plan),
+            network=network,
+            hidden=turn.hidden_paths,
+            on_line=on_line,
+            timeout=float(self.spec.get("timeout") or 3600.0),
+            should_stop=turn.stop_requested,
+            allow_unsandboxed=turn.allow_unsandboxed,
+        )
 
     @property
     def _reports_sessions(self) -> bool:
@@ -272,7 +277,7 @@ class CliTurn:
         return cli_session.masked_lines(text, secrets)
 
     def _failed(self, diagnosis: str) -> Outcome:
-        return Outcome(OutcomeKind.failed, diagnosis=diagnosis)
+        return Outcome(OutcomeKind.failed, diagnosis=bound(self._mask(diagnosis), DIAGNOSIS_CHARS))
 
     def _end(self, outcome: Outcome) -> Outcome:
         final = replace(outcome, usage=outcome.usage or Usage())
