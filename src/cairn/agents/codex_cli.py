@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from cairn.agents import codex_config
 from cairn.agents.base import Outcome, Turn
 from cairn.agents.cli_agent import CliModule, CliTurnPlan
-from cairn.agents.codex_events import CodexEvents
+from cairn.agents.codex_events import THREAD_ID, CodexEvents
 from cairn.errors import UsageError
 from cairn.sanitize import secret_spans, strip_control
 
@@ -53,7 +53,6 @@ _MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/-]{0,99}")
 _SPEC_KEYS = {"model", "command", "max_retries", "timeout"}
 RESTORED_PREFIX = "sessions/2000/01/01/rollout-2000-01-01T00-00-00-"
 """Where a rollout restored on another host goes (Codex needs its canonical file name)."""
-_THREAD_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 PERMISSION_FLAGS = ("--dangerously-bypass-approvals-and-sandbox",)
 """On every turn: Codex's sandbox cannot nest in bubblewrap, which is the boundary."""
 
@@ -131,7 +130,7 @@ class CodexCli:
     def session_file(self, plan: CliTurnPlan) -> Path:
         """The thread's rollout file where Codex wrote it, else where cairn restores it."""
         home = _codex_home(plan)
-        if not _THREAD_ID.fullmatch(plan.session_id):
+        if not THREAD_ID.fullmatch(plan.session_id):
             return home / "sessions" / "none.jsonl"  # no thread yet: nothing to restore
         found = sorted(home.glob(f"sessions/*/*/*/rollout-*-{plan.session_id}.jsonl"))
         return found[0] if found else home / f"{RESTORED_PREFIX}{plan.session_id}.jsonl"

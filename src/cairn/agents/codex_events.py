@@ -20,9 +20,10 @@ from typing import Any
 
 from cairn.agents.base import Usage
 from cairn.agents.cli_agent import CliReport, ToolActivity
+from cairn.agents.codex_config import API_KEY_ENV
 
-API_KEY_ENV = "OPENAI_API_KEY"
-_THREAD_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+THREAD_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+"""A Codex thread id (a UUID): the only form one may take in a command line."""
 _STATUS = re.compile(r"\b([1-5][0-9]{2}) [A-Z][A-Za-z ]+")
 _URL = re.compile(r",?\s*url: \S+")
 _LOST = (
@@ -58,7 +59,7 @@ class CodexEvents:
         kind = event.get("type")
         if kind == "thread.started":
             thread = event.get("thread_id")
-            if isinstance(thread, str) and _THREAD_ID.fullmatch(thread):
+            if isinstance(thread, str) and THREAD_ID.fullmatch(thread):
                 self.report.session_id = thread
         elif kind == "turn.started":
             self._started = time.monotonic()
