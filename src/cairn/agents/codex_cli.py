@@ -103,6 +103,7 @@ class CodexCli:
             _codex_home(plan),
             base_url=plan.endpoint,
             model=plan.model,
+            catalog=codex_config.catalog_for(binary, plan.model) if plan.model else [],
             max_retries=self.max_retries,
             mcp_servers=plan.mcp_config,
         )

@@ -12,6 +12,7 @@ import pytest
 from cairn.agents.cli_agent import CliTurnPlan
 from cairn.agents.cli_session import masked_lines
 from cairn.agents.codex_cli import CodexCli, CodexCliAgent, codex_spec
+from cairn.agents.codex_config import catalog_entry, catalog_for
 from cairn.agents.codex_events import CodexEvents
 from cairn.agents.registry import get_agent, load_agent_spec
 from cairn.config import Config
@@ -94,7 +95,7 @@ def test_every_turn_is_writable_and_resumes_by_thread_id_never_the_last(tmp_path
 def test_the_config_names_the_provider_bounded_retries_and_cairns_mcp_server(
     tmp_path: Path,
 ) -> None:
-    CodexCli(max_retries=2).command_line("codex", _plan(tmp_path))
+    CodexCli(max_retries=2).command_line(str(tmp_path / "no-codex-here"), _plan(tmp_path))
     home = tmp_path / "state" / "codex"
     config = tomllib.loads((home / "config.toml").read_text())
     provider = config["model_providers"][config["model_provider"]]
@@ -107,7 +108,7 @@ def test_the_config_names_the_provider_bounded_retries_and_cairns_mcp_server(
     server = config["mcp_servers"]["cairn"]
     assert server["command"] == "/py" and server["args"] == ["-m", "x"] and server["required"]
     catalog = json.loads(Path(config["model_catalog_json"]).read_text())
-    assert [entry["slug"] for entry in catalog["models"]] == [config["model"]]
+    assert catalog["models"] == [catalog_entry(config["model"])], "no catalog to add it to"
     assert KEY not in (home / "config.toml").read_text()
 
 
@@ -125,6 +126,16 @@ def test_the_real_cli_reads_the_config_and_its_mcp_server(tmp_path: Path, codex_
     )
     assert done.returncode == 0, done.stderr[-500:]
     assert [server["name"] for server in json.loads(done.stdout)] == ["cairn"]
+
+
+def test_a_model_codex_knows_keeps_its_own_entry_and_another_is_added(codex_cli: Path) -> None:
+    ours = catalog_for(str(codex_cli), "cairn-scripted")
+    slugs = [entry["slug"] for entry in ours]
+    assert slugs[-1] == "cairn-scripted" and len(slugs) > 1, "Codex's own models stay"
+    known = slugs[0]
+    theirs = catalog_for(str(codex_cli), known)
+    assert [entry["slug"] for entry in theirs] == slugs[:-1]
+    assert theirs[0] != catalog_entry(known), "Codex's own entry, not cairn's"
 
 
 def test_the_rollout_is_found_where_codex_wrote_it_else_restored_under_a_fixed_date(
