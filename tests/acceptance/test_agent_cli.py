@@ -186,3 +186,25 @@ def test_demo_with_the_openai_agent_delivers_through_the_scripted_server(fresh_c
 def test_demo_refuses_an_unknown_agent_and_a_model_without_openai(fresh_cli: Cli) -> None:
     assert "--agent is one of script, openai" in _error(fresh_cli, "demo", "--agent", "x")
     assert "--model goes with --agent openai" in _error(fresh_cli, "demo", "--model", "m")
+
+
+def test_agent_add_a_codex_agent_stores_its_model_and_binary(cli: Cli) -> None:
+    cli(
+        "agent", "add", "team-codex", "--adapter", "codex", "--model", "gpt-5.1-codex",
+        "--command", "/opt/codex/bin/codex",
+    )  # fmt: skip
+    assert cli.json("agent", "list") == [
+        {
+            "name": "team-codex",
+            "adapter": "codex",
+            "model": "gpt-5.1-codex",
+            "command": "/opt/codex/bin/codex",
+            "max_retries": 1,
+            "timeout": 3600.0,
+        }
+    ]
+    listed = cli("agent", "list").stdout
+    assert "codex gpt-5.1-codex" in listed and "OPENAI_API_KEY" in listed
+    assert "--model names a model" in _error(
+        cli, "agent", "add", "bad", "--adapter", "codex", "--model", "two words"
+    )

@@ -81,7 +81,12 @@ class EventReader(Protocol):
 
 
 class CliModule(Protocol):
-    """One coding CLI: how to invoke it, configure it, read it and find its session."""
+    """One coding CLI: how to invoke it, configure it, read it and find its session.
+
+    A CLI that names its sessions itself (Codex CLI: the thread id of its first turn) also
+    sets `reports_session_id = True`: the job's session is then the id its reader reports
+    (`CliReport.session_id`), saved with the job's context as soon as it is seen.
+    """
 
     name: str
     """The adapter's short name (`claude`)."""

@@ -4,7 +4,7 @@ The sandbox is the one agents' commands run in (`cairn.workspace.commands`): the
 read-only, the workspace writable with its `.git` read-only, cairn's home hidden, no
 capabilities, and nothing left running after the turn. Two more folders are writable: the
 job's own CLI state folder (HOME, TMPDIR and the CLI's config folder), and nothing else. The
-network is `network_plan`'s: the one place the egress proxy plugs in.
+network is `network_plan`'s: the model endpoint only, through cairn's egress proxy.
 """
 
 from __future__ import annotations
@@ -12,21 +12,26 @@ from __future__ import annotations
 import contextlib
 import shutil
 import sys
+import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from cairn.errors import WorkspaceError
-from cairn.workspace import commands
+from cairn.workspace import commands, egress
 from cairn.workspace.boundary import check_no_new_escapes, escaping_links
+
+_FOLDER_PATH_LIMIT = 80
+"""The longest socket folder a turn's egress uses (a socket's file name follows, within the
+100 bytes `Egress` allows a socket path)."""
 
 
 @dataclass(frozen=True)
 class NetworkPlan:
-    """How the sandbox reaches the model endpoint, and nothing else once egress exists."""
+    """How the sandbox reaches the model endpoint, and nothing else."""
 
     share_host: bool
-    """Share the host's network (until the allowlisting proxy replaces it)."""
+    """Share the host's network (only where no sandbox can be had and the room allows it)."""
     bwrap_args: tuple[str, ...] = ()
     inner_prefix: tuple[str, ...] = ()
     environment: Mapping[str, str] = field(default_factory=dict)
@@ -36,17 +41,30 @@ class NetworkPlan:
 
 @contextlib.contextmanager
 def network_plan(endpoint: str, folder: Path) -> Iterator[NetworkPlan]:
-    """The sandbox's network for a turn that talks to `endpoint`, for the length of the turn.
+    """The sandbox's network for a turn that talks to `endpoint`, for the length of the turn:
+    that endpoint only.
 
-    For now the sandbox shares the host's network. The allowlisting proxy of
-    `cairn.workspace.egress` replaces this body with:
-
-        with Egress(endpoints=[endpoint], folder=folder) as egress:
-            yield NetworkPlan(False, tuple(egress.bwrap_args), tuple(egress.inner_prefix),
-                              egress.environment, egress.url_inside(endpoint))
+    The allowlisting proxy of `cairn.workspace.egress` runs outside the sandbox, its sockets
+    in `folder` (cairn's own, made for the turn and removed after it; a temporary folder
+    instead when `folder` is too deep for a socket's path). Where no sandbox can be had (a
+    room that allows running unsandboxed) the host's network is shared: nothing to bridge.
     """
-    del folder  # the proxy's socket folder, once there is a proxy
-    yield NetworkPlan(share_host=True, endpoint=endpoint)
+    if commands.sandbox_problem() is not None:
+        yield NetworkPlan(share_host=True, endpoint=endpoint)
+        return
+    if len(str(folder.absolute())) > _FOLDER_PATH_LIMIT:
+        folder = Path(tempfile.mkdtemp(prefix="cairn-egress-"))
+    try:
+        with egress.Egress([endpoint], folder) as bridge:
+            yield NetworkPlan(
+                False,
+                tuple(bridge.bwrap_args),
+                tuple(bridge.inner_prefix),
+                dict(bridge.environment),
+                bridge.url_inside(endpoint),
+            )
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import json
 import os
 import uuid
 import zlib
@@ -42,6 +43,34 @@ def saved_session(path: Path, mask: Callable[[str], str]) -> dict[str, Any] | No
     if len(packed) > SESSION_FILE_LIMIT:
         return None
     return {"zlib": base64.b64encode(packed).decode("ascii"), "bytes": len(text)}
+
+
+def masked_lines(text: str, mask: Callable[[str], str]) -> str:
+    """`text` masked line by line; a JSON line only inside its strings, so it stays JSON the
+    CLI reads back (masked as text, `"time_to_first_token_ms":85` would lose its number and
+    the CLI the rest of its history)."""
+    lines = text.split("\n")
+    for index, line in enumerate(lines):
+        masked = mask(line)
+        if masked == line:
+            continue
+        try:
+            lines[index] = json.dumps(
+                _masked_strings(json.loads(line), mask), ensure_ascii=False, separators=(",", ":")
+            )
+        except ValueError:
+            lines[index] = masked
+    return "\n".join(lines)
+
+
+def _masked_strings(value: Any, mask: Callable[[str], str]) -> Any:
+    if isinstance(value, str):
+        return mask(value)
+    if isinstance(value, list):
+        return [_masked_strings(item, mask) for item in value]
+    if isinstance(value, dict):
+        return {key: _masked_strings(item, mask) for key, item in value.items()}
+    return value
 
 
 def restore_session(path: Path, saved: object) -> bool:

@@ -11,14 +11,20 @@ verification goes on or a new attempt starts); `failed` with the CLI's reason ot
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from cairn.agents import cli_session, mcp_tools
 from cairn.agents.base import DependencyAsk, Outcome, OutcomeKind, Turn, Usage
-from cairn.agents.cli_agent import ACTIVITY_LIMIT, CliModule, CliReport, CliTurnPlan
+from cairn.agents.cli_agent import (
+    ACTIVITY_LIMIT,
+    CliModule,
+    CliReport,
+    CliTurnPlan,
+    EventReader,
+)
 from cairn.agents.cli_process import CliRun, NetworkPlan, network_plan, run_cli
 from cairn.errors import WorkspaceError
 from cairn.sanitize import MASK, bound, mask_secret_shapes
@@ -72,21 +78,22 @@ class CliTurn:
         # One network for the whole turn: where egress.py's proxy is entered and left. Its
         # folder is beside the state folder, not in it: hidden from the sandbox, not writable.
         egress = state_dir.with_name(f"{state_dir.name}.egress")
-        with network_plan(self.endpoint, egress) as network:
-            plan = self._plan(state_dir, requests, network.endpoint)
-            argv = self.module.command_line(self.binary, plan)
-            self._remember(argv, plan)
-            self.turn.save_state(dict(self.state))  # the session id and tree, before it runs
-            reader = self.module.reader(turn.workspace)
-            try:
-                run = self._run(argv, plan, network, reader.feed)
-            except WorkspaceError as exc:
-                return self._end(self._failed(str(exc)))
+        try:
+            with network_plan(self.endpoint, egress) as network:
+                plan = self._plan(state_dir, requests, network.endpoint)
+                argv = self.module.command_line(self.binary, plan)
+                self._remember(argv, plan)
+                self.turn.save_state(dict(self.state))  # the session id and tree, before it runs
+                reader = self.module.reader(turn.workspace)
+                run = self._run(argv, plan, network, self._watch(reader))
+        except WorkspaceError as exc:  # no sandbox, no proxy, or a link out of the workspace
+            return self._end(self._failed(str(exc)))
         report = reader.report
         if run.stopped:
             # The runner lost the job: nothing more is saved (the new holder's writes win).
             return Outcome(OutcomeKind.interrupted, usage=report.usage)
-        saved = cli_session.saved_session(self.module.session_file(plan), self._mask_secrets)
+        named = replace(plan, session_id=str(self.state.get("session_id") or plan.session_id))
+        saved = cli_session.saved_session(self.module.session_file(named), self._mask_secrets)
         if saved is not None:
             self.state["session_file"] = saved
         self._keep_activity(report)
@@ -99,8 +106,14 @@ class CliTurn:
         if turn.fresh_opening is not None:
             generation += 1  # `cairn reply --fresh`: a new session, still the job's own
             self.state.pop("session_file", None)
+            if self._reports_sessions:
+                self.state.pop("session_id", None)
         self.state["generation"] = generation
         session = cli_session.session_id(turn.installation_id, turn.job_id, generation)
+        if self._reports_sessions:
+            # The CLI names its sessions (Codex: the thread id its first turn reports): the
+            # job's is the one it reported, none before the job's first turn started one.
+            session = str(self.state.get("session_id") or "")
         mcp = {mcp_tools.SERVER_NAME: mcp_tools.server_config(sys.executable, requests)}
         draft = CliTurnPlan(
             turn.workspace, state_dir, session, False, "", self.endpoint, self.api_key, mcp
@@ -110,8 +123,11 @@ class CliTurn:
             # Rule 1: no context of its own (or a fresh one asked for), so no session either,
             # whatever this host's state folder still holds.
             cli_session.forget_session(path)
-        resumed = cli_session.restore_session(path, self.state.get("session_file"))
-        self.state["session_id"] = session
+        resumed = bool(session) and cli_session.restore_session(
+            path, self.state.get("session_file")
+        )
+        if session:
+            self.state["session_id"] = session
         if not resumed:
             self.state["opened_tree"] = turn.workspace_id()
         self.state.setdefault("opened_tree", turn.workspace_id())
@@ -139,6 +155,23 @@ class CliTurn:
             should_stop=turn.stop_requested,
             allow_unsandboxed=turn.allow_unsandboxed,
         )
+
+    @property
+    def _reports_sessions(self) -> bool:
+        return bool(getattr(self.module, "reports_session_id", False))
+
+    def _watch(self, reader: EventReader) -> Callable[[str], None]:
+        """Feed the reader; a session id the CLI reports is saved with the job's context at
+        once, so a runner killed mid-turn still leaves the next one the job's session."""
+
+        def feed(line: str) -> None:
+            reader.feed(line)
+            reported = reader.report.session_id
+            if self._reports_sessions and reported and reported != self.state.get("session_id"):
+                self.state["session_id"] = reported
+                self.turn.save_state(dict(self.state))
+
+        return feed
 
     def _prompt(self, resumed: bool) -> str:
         turn = self.turn
@@ -235,9 +268,13 @@ class CliTurn:
         """Secrets only, for the session file: masking its paths would rewrite the history
         the CLI resumes from (the key is the one secret its environment holds)."""
         key = self.api_key
-        if key and len(key) >= _MIN_MASKED_KEY:
-            text = text.replace(key, MASK)
-        return mask_secret_shapes(text)
+
+        def secrets(line: str) -> str:
+            if key and len(key) >= _MIN_MASKED_KEY:
+                line = line.replace(key, MASK)
+            return mask_secret_shapes(line)
+
+        return cli_session.masked_lines(text, secrets)
 
     def _failed(self, diagnosis: str) -> Outcome:
         return Outcome(OutcomeKind.failed, diagnosis=bound(self._mask(diagnosis), DIAGNOSIS_CHARS))

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from cairn.agents.base import Agent
 from cairn.agents.claude_code import ClaudeCodeAgent
+from cairn.agents.codex_cli import CodexCliAgent
 from cairn.agents.openai_agent import OpenAIAgent
 from cairn.agents.script import ScriptAgent, parse_script, script_to_data
 from cairn.agents.script_format import PROSE_FIELDS
@@ -41,6 +42,7 @@ AGENTS: dict[str, AgentFactory] = {
     ScriptAgent.name: ScriptAgent,
     OpenAIAgent.name: OpenAIAgent,
     ClaudeCodeAgent.name: ClaudeCodeAgent,
+    CodexCliAgent.name: CodexCliAgent,
 }
 
 NamedLookup = Callable[[str], Mapping[str, Any] | None]

@@ -12,7 +12,8 @@
   (streaming, tool use, per-conversation scripts, drops and hangs; `anthropic_script`: the
   replies). `clis`: the real coding CLIs, pinned and cached, for tests that drive them.
 - `responses_server`: `ScriptedResponsesServer`, the same for OpenAI's Responses API (what
-  Codex CLI speaks), streaming its events (`responses_script`: the wire, `CustomToolCall`).
+  Codex CLI speaks), streaming its events (`responses_script`: the wire, `CustomToolCall`,
+  `NamespacedToolCall`).
 - `fake_forge`: `FakeForge`, a GitHub- or GitLab-shaped forge on 127.0.0.1 (REST API, git
   over smart HTTP, OAuth), recording every call (`fake_forge_api`, `fake_forge_state`).
 - `plugin`: the pytest plugin (entry point `cairn`) offering all of the above as fixtures;
@@ -40,7 +41,11 @@ from cairn.testing.openai_script import (
     tool_call_answer,
 )
 from cairn.testing.openai_server import RecordedRequest, ScriptedOpenAIServer
-from cairn.testing.responses_script import CustomToolCall, codex_catalog_entry
+from cairn.testing.responses_script import (
+    CustomToolCall,
+    NamespacedToolCall,
+    codex_catalog_entry,
+)
 from cairn.testing.responses_server import RecordedResponsesRequest, ScriptedResponsesServer
 
 __all__ = [
@@ -49,6 +54,7 @@ __all__ = [
     "FakeForge",
     "Fault",
     "FinishReason",
+    "NamespacedToolCall",
     "RecordedCall",
     "RecordedMessages",
     "RecordedRequest",

@@ -32,6 +32,8 @@ class NpmCli:
 
 CLAUDE_CODE = NpmCli("claude", "@anthropic-ai/claude-code", "2.1.332", "claude")
 """The Claude Code version cairn's tests drive (its stream-json and session files)."""
+CODEX = NpmCli("codex", "@openai/codex", "0.171.0", "codex")
+"""The Codex CLI version cairn's tests drive (its `--json` events, config keys, rollouts)."""
 
 
 def cache_root() -> Path:

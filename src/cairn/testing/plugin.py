@@ -21,8 +21,9 @@ has cairn gets these fixtures; a conftest.py fixture of the same name takes prec
 - `claude_code_cli`: the real Claude Code binary, its pinned version installed once into a
   cache shared between runs (cairn.testing.clis); skips when it cannot be installed, or fails
   under CAIRN_REQUIRE_CLIS=1.
-- `responses_server`: the same for OpenAI's Responses API, a `ScriptedResponsesServer`
-  (cairn.testing.responses_server).
+- `codex_cli`: the real Codex CLI binary, installed and cached the same way.
+- `responses_server`: a scripted server for OpenAI's Responses API, a
+  `ScriptedResponsesServer` (cairn.testing.responses_server), keyed like `openai_server`.
 - `fake_forge`: a GitHub-shaped `FakeForge` (cairn.testing.fake_forge) on 127.0.0.1 holding
   `acme/app` (a copy of `sample_repo`), with a read-and-write token `fake_forge.test_token`;
   `fake_forge.kind` is "gitlab" when the test is parametrized indirectly with "gitlab".
@@ -221,6 +222,20 @@ def claude_code_cli() -> Path:
     return found
 
 
+@pytest.fixture(scope="session")
+def codex_cli() -> Path:
+    """The pinned Codex CLI's binary, installed into the shared cache when missing."""
+    from cairn.testing.clis import CODEX, REQUIRE_CLIS, installed
+
+    found = installed(CODEX)
+    if isinstance(found, str):
+        if os.environ.get(REQUIRE_CLIS) == "1":
+            pytest.fail(f"{REQUIRE_CLIS}=1 but {found}", pytrace=False)
+        pytest.skip(found)
+    return found
+
+
+@pytest.fixture
 def responses_server() -> Iterator[ScriptedResponsesServer]:
     """A scripted Responses API server on 127.0.0.1; script it with `add_answers`."""
     from cairn.testing.openai_server import TEST_API_KEY

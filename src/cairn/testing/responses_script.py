@@ -38,6 +38,18 @@ class CustomToolCall(ToolCall):
             raise TypeError("a custom tool call's input is text; pass it as `arguments`")
 
 
+@dataclass(frozen=True)
+class NamespacedToolCall(ToolCall):
+    """A call of a function inside a tool namespace: how Codex CLI offers MCP tools (the
+    namespace `mcp__SERVER`, the tool's own name), checked with Codex CLI 0.171.0."""
+
+    namespace: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.namespace:
+            raise ValueError("a namespaced tool call needs its namespace, like mcp__cairn")
+
+
 Event = tuple[str, dict[str, Any]]
 """One server-sent event: its name (`event:`) and its JSON payload (`data:`)."""
 
@@ -237,7 +249,7 @@ def _call_item(
         kind, field = "custom_tool_call", "input"
     else:
         kind, field = "function_call", "arguments"
-    return {
+    item = {
         "id": item_id,
         "type": kind,
         "status": status,
@@ -245,6 +257,9 @@ def _call_item(
         "name": call.name,
         field: payload,
     }
+    if isinstance(call, NamespacedToolCall):
+        item["namespace"] = call.namespace
+    return item
 
 
 def codex_catalog_entry(slug: str, *, context_window: int = 128_000) -> dict[str, Any]:

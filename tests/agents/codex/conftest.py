@@ -1,0 +1,1 @@
+"""The Codex CLI tests need bubblewrap's sandbox like every agent command."""
