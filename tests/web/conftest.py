@@ -5,7 +5,8 @@ Fixtures:
 - `site`: a `Site`: cairn's app (API and pages) under a real Uvicorn on 127.0.0.1 over the
   `team` installation (tests/authority: admins `admin` and `bob`, member `alice`, room
   `sample`), runs approved by policy, a real runner working in a thread, a FakeForge with an
-  OAuth app behind a consent page, and `site.stream` to make the pages' progress streams fail.
+  OAuth app (its consent page offers Authorize and Cancel), and `site.stream` to make the
+  pages' progress streams fail.
 - `browser`: one headless chromium for the session (never `playwright install`); `contexts`
   makes browser contexts that are closed before the server stops.
 - `artifacts`: where screenshots go: $CAIRN_TEST_ARTIFACTS, else test-artifacts/web.
@@ -36,7 +37,6 @@ from cairn.testing.harness import AUTO_RUNS, Cairn
 from cairn.testing.repos import make_sample_repo
 from cairn.web import ForgeApp
 
-from .consent import ConsentPage
 from .forms import Clients
 
 CHROMIUM = "/usr/bin/chromium"
@@ -86,7 +86,6 @@ class Site:
     team: Cairn
     tokens: dict[str, str]
     forge: FakeForge
-    consent: ConsentPage
     stream: StreamSwitch
     stop: threading.Event = field(default_factory=threading.Event)
     runner: threading.Thread | None = None
@@ -118,7 +117,6 @@ def site(team: Cairn, store: Store, tmp_path: Path) -> Iterator[Site]:  # noqa: 
     forge = FakeForge(tmp_path / "forge")
     forge.create_repo("acme/app", source=make_sample_repo(tmp_path / "forge-source"))
     client_id, client_secret = forge.register_oauth_app()
-    consent = ConsentPage(forge.url)
     app = create_app(
         team.config,
         store=store,
@@ -127,7 +125,6 @@ def site(team: Cairn, store: Store, tmp_path: Path) -> Iterator[Site]:  # noqa: 
             url=forge.url,
             client_id=client_id,
             client_secret=client_secret,
-            authorize_page=consent.url,
         ),
     )
     switch = StreamSwitch(app)
@@ -135,14 +132,13 @@ def site(team: Cairn, store: Store, tmp_path: Path) -> Iterator[Site]:  # noqa: 
     runner = _start_runner(team, stop)
     try:
         with serve(switch) as url:
-            made = Site(url, team, tokens, forge, consent, switch, stop, runner)
+            made = Site(url, team, tokens, forge, switch, stop, runner)
             yield made
     finally:
         made.stop.set()
         _release_every_job(team)
         if made.runner is not None:
             made.runner.join(timeout=60)
-        consent.close()
         forge.close()
 
 

@@ -33,7 +33,7 @@ def test_closing_or_denying_the_forge_window_offers_a_retry_and_the_marker_resum
     with page.expect_popup() as opened:
         page.get_by_role("button", name="Authorize at the forge").click()
     forge = opened.value
-    expect(forge.locator("#allow")).to_be_visible()
+    expect(forge.locator("#authorize")).to_be_visible()
     expect(oauth).to_have_attribute("data-state", "connecting")
     forge.close()
     expect(oauth).to_have_attribute("data-state", "closed", timeout=WAIT_MS)
@@ -41,13 +41,13 @@ def test_closing_or_denying_the_forge_window_offers_a_retry_and_the_marker_resum
 
     with page.expect_popup() as opened:
         page.get_by_role("button", name="Try again").click()
-    opened.value.locator("#deny").click()
+    opened.value.locator("#cancel").click()
     expect(oauth).to_have_attribute("data-state", "closed", timeout=WAIT_MS)
     assert _stored(site) == []
 
     with page.expect_popup() as opened:
         page.get_by_role("button", name="Try again").click()
-    opened.value.locator("#allow").click()
+    opened.value.locator("#authorize").click()
     expect(page.locator("#authorized")).to_be_visible(timeout=WAIT_MS)
     expect(page.locator("#step-repository")).to_have_class("step current")
     expect(page.locator("body")).to_have_attribute("data-marked", "repository")

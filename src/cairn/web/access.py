@@ -39,12 +39,11 @@ class ForgeApp:
     """The forge's web base (its token endpoint, and the rooms' --forge-url)."""
     client_id: str
     client_secret: str = field(repr=False)
-    authorize_page: str | None = None
     """Where people authorize, when not the forge's own /login/oauth/authorize."""
 
     @property
     def authorize_url(self) -> str:
-        return self.authorize_page or f"{self.url.rstrip('/')}/login/oauth/authorize"
+        return f"{self.url.rstrip('/')}/login/oauth/authorize"
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> ForgeApp | None:
