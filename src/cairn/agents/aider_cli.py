@@ -1,4 +1,4 @@
-"""The `aider` adapter: Aider (PyPI `aider-chat`) as a cairn agent, one `--message` per turn.
+"""The `aider` adapter: Aider (PyPI `aider-chat`) as a cairn agent, one message per turn.
 
     {"adapter": "aider", "model": str, "command": str | None, "edit_format": str | None,
      "timeout": float}
@@ -137,9 +137,10 @@ class AiderCli:
         self.edit_format = edit_format
 
     def command_line(self, binary: str, plan: CliTurnPlan) -> list[str]:
-        """A headless turn: one `--message`, every prompt answered yes, git and traffic off.
+        """A headless turn: one message, every question answered yes, git and traffic off.
 
-        Writes the model metadata file the command line names (into the job's state folder).
+        Writes the files the command line names (the model's metadata, the turn's message)
+        into the job's state folder.
         """
         folder = plan.state_dir / _STATE
         folder.mkdir(parents=True, exist_ok=True)
@@ -162,7 +163,11 @@ class AiderCli:
         argv += ["--input-history-file", str(folder / "input-history")]
         # The job's own history, re-sent on a later turn; never anything "last".
         argv += ["--restore-chat-history" if plan.resume else "--no-restore-chat-history"]
-        argv += ["--encoding", "utf-8", "--message", plan.prompt]
+        # The prompt goes in a file: Aider logs its command line into the history, and a
+        # multi-line --message there would come back as a made-up assistant message.
+        message = folder / "message.md"
+        message.write_text(plan.prompt, encoding="utf-8")
+        argv += ["--encoding", "utf-8", "--message-file", str(message)]
         return argv
 
     def environment(self, plan: CliTurnPlan) -> dict[str, str]:
