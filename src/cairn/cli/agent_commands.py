@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     import sqlalchemy as sa
 
 agent_app = command_group("Manage named agents (an adapter, a model and its settings).")
-ADAPTERS = ("openai", "claude")
+ADAPTERS = ("openai", "claude", "aider")
 """The adapters a named agent can use (the script agent's spec is its script: no name needed)."""
 
 
@@ -21,7 +21,7 @@ ADAPTERS = ("openai", "claude")
 def agent_add(
     ctx: typer.Context,
     name: str,
-    adapter: str = typer.Option(..., "--adapter", help="The adapter: openai or claude."),
+    adapter: str = typer.Option(..., "--adapter", help="The adapter: openai, claude or aider."),
     model: str | None = typer.Option(
         None, "--model", help="The model, as the server names it (claude: optional)."
     ),
@@ -70,6 +70,8 @@ def agent_add(
     agents.check_name(name)
     if adapter == "claude":
         spec = _claude_spec(model, command)
+    elif adapter == "aider":
+        spec = _aider_spec(model, command)
     else:
         spec = _openai_spec(
             model, base_url, api_key_env, max_turn_steps, context_tokens, temperature, stream,
@@ -86,6 +88,12 @@ def _claude_spec(model: str | None, command: str | None) -> dict[str, Any]:
     from cairn.agents.claude_code import claude_spec
 
     return claude_spec({"model": model, "command": command})
+
+
+def _aider_spec(model: str | None, command: str | None) -> dict[str, Any]:
+    from cairn.agents.aider_cli import aider_spec
+
+    return aider_spec({"model": model, "command": command})
 
 
 def _openai_spec(
@@ -134,6 +142,13 @@ def agent_list(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
             console.print(
                 f"{agent['name']:<16} claude {agent.get('model') or '(CLI default)'} via "
                 f"{binary} at the runner's ANTHROPIC_BASE_URL (key from ANTHROPIC_API_KEY)"
+            )
+            continue
+        if agent["adapter"] == "aider":
+            binary = agent.get("command") or "aider on PATH"
+            console.print(
+                f"{agent['name']:<16} aider {agent.get('model')} via {binary} at the runner's "
+                "OPENAI_API_BASE (key from OPENAI_API_KEY)"
             )
             continue
         where = agent.get("base_url") or "the runner's OPENAI_BASE_URL"
