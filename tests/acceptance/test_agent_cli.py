@@ -186,3 +186,23 @@ def test_demo_with_the_openai_agent_delivers_through_the_scripted_server(fresh_c
 def test_demo_refuses_an_unknown_agent_and_a_model_without_openai(fresh_cli: Cli) -> None:
     assert "--agent is one of script, openai" in _error(fresh_cli, "demo", "--agent", "x")
     assert "--model goes with --agent openai" in _error(fresh_cli, "demo", "--model", "m")
+
+
+def test_agent_add_aider_stores_its_spec_and_needs_a_model(cli: Cli) -> None:
+    cli(
+        "agent", "add", "team-aider", "--adapter", "aider", "--model", "qwen2.5-coder",
+        "--command", "/opt/aider/bin/aider",
+    )  # fmt: skip
+    assert cli.json("agent", "list") == [
+        {
+            "name": "team-aider",
+            "adapter": "aider",
+            "model": "qwen2.5-coder",
+            "command": "/opt/aider/bin/aider",
+            "edit_format": None,
+            "timeout": 3600.0,
+        }
+    ]
+    assert "OPENAI_API_BASE" in cli("agent", "list").stdout
+    refused = _error(cli, "agent", "add", "no-model", "--adapter", "aider")
+    assert "needs a model" in refused and "--model" in refused

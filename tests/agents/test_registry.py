@@ -36,10 +36,16 @@ def test_the_public_surface_is_exactly_all() -> None:
     assert all(hasattr(cairn.agents, name) for name in cairn.agents.__all__)
 
 
-def test_script_openai_and_claude_are_the_registered_adapters() -> None:
+def test_script_openai_claude_and_aider_are_the_registered_adapters() -> None:
+    from cairn.agents.aider_cli import AiderAgent
     from cairn.agents.claude_code import ClaudeCodeAgent
 
-    assert dict(AGENTS) == {"script": ScriptAgent, "openai": OpenAIAgent, "claude": ClaudeCodeAgent}
+    assert dict(AGENTS) == {
+        "script": ScriptAgent,
+        "openai": OpenAIAgent,
+        "claude": ClaudeCodeAgent,
+        "aider": AiderAgent,
+    }
     assert ScriptAgent.name == "script"
 
 
@@ -65,7 +71,7 @@ def test_get_agent_accepts_a_command_timeout() -> None:
     [{"adapter": "foo"}, {}, {"adapter": 3}, {"adapter": "/home/me/script.yaml"}, "script"],
 )
 def test_an_unknown_adapter_names_the_valid_ones(spec: object) -> None:
-    with pytest.raises(UsageError, match="valid adapters: claude, openai, script") as caught:
+    with pytest.raises(UsageError, match="valid adapters: aider, claude, openai, script") as caught:
         get_agent(spec)  # type: ignore[arg-type]
     assert "/home/me" not in str(caught.value)
 
@@ -103,7 +109,7 @@ def test_load_agent_spec_reads_and_parses_the_file_now(tmp_path: Path) -> None:
 
 
 def test_load_agent_spec_for_an_unknown_adapter_names_the_valid_ones() -> None:
-    refused = r"unknown agent adapter 'foo'; valid adapters: claude, openai, script"
+    refused = r"unknown agent adapter 'foo'; valid adapters: aider, claude, openai, script"
     with pytest.raises(UsageError, match=refused):
         load_agent_spec("foo:bar")
 
@@ -148,7 +154,7 @@ def test_a_bad_script_file_names_only_the_file(
 
 
 def test_a_value_without_an_adapter_does_not_echo_a_path() -> None:
-    with pytest.raises(UsageError, match="valid adapters: claude, openai, script") as caught:
+    with pytest.raises(UsageError, match="valid adapters: aider, claude, openai, script") as caught:
         load_agent_spec("/home/me/demo.yaml")
     assert "/home/me" not in str(caught.value)
 
