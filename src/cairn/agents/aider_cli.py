@@ -97,7 +97,8 @@ def aider_spec(given: Mapping[str, Any]) -> dict[str, Any]:
     model = given.get("model")
     if not isinstance(model, str) or not model.strip():
         raise UsageError(
-            "an aider agent needs a model: --agent aider:MODEL (as the server names it)"
+            "an aider agent needs a model, as the server names it: --agent aider:MODEL, or "
+            "--model for a named agent"
         )
     if not _MODEL_NAME.fullmatch(model):
         raise UsageError("--model names a model as the server names it, like gpt-4o (no spaces)")
