@@ -32,8 +32,9 @@ delay would pass 60 s it prints the last error with no retry after it, exits 0, 
 THE PARTIAL ANSWER: every edit block it can parse from the text that arrived, including a
 whole-file block cut off mid-file. So a turn whose last model error is not followed by a retry
 is `interrupted`, whatever the exit code; the workspace then decides (rule 9): with changes,
-verification of what is there (never a `changed` accepted silently, never a second edit);
-without, a new attempt that resumes the same history.
+verification of what is there (never a `changed` accepted silently, never a second edit),
+the reviewer's note naming the files Aider says it wrote from the cut-off answer; without, a
+new attempt that resumes the same history.
 """
 
 from __future__ import annotations
@@ -42,12 +43,14 @@ import json
 import re
 import shutil
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cairn.agents import mcp_tools
-from cairn.agents.base import Outcome, Turn, Usage
+from cairn.agents.base import DependencyAsk, Outcome, OutcomeKind, Turn, Usage
 from cairn.agents.cli_agent import CliModule, CliReport, CliTurnPlan, ToolActivity
+from cairn.agents.cli_process import CliRun
 from cairn.agents.cli_turn import REQUESTS_FOLDER, CliTurn
 from cairn.errors import UsageError
 from cairn.sanitize import secret_spans, strip_control
@@ -282,6 +285,20 @@ class AiderTurn(CliTurn):
             "summary of what you changed and why."
         )
 
+    def _outcome(self, run: CliRun, report: CliReport, ask: DependencyAsk | None) -> Outcome:
+        """The shared reading, plus the reviewer's note when Aider applied a cut-off answer."""
+        outcome = super()._outcome(run, report, ask)
+        if outcome.kind is not OutcomeKind.interrupted or not report.lost_connection:
+            return outcome
+        edited = sorted({item.target for item in report.activity})
+        if not edited:
+            return outcome
+        note = (
+            "Aider lost the model's connection mid-answer and applied the part of the answer "
+            f"that arrived, to {', '.join(edited)[:300]}: check that these files are complete."
+        )
+        return replace(outcome, summary=note)
+
     def _remember(self, argv: list[str], plan: CliTurnPlan) -> None:
         """The flags with the job's state folder written as `<state>`: no local path kept."""
         state = str(plan.state_dir)
@@ -343,8 +360,6 @@ class AiderAgent:
 
 
 def _missing_key(turn: Turn) -> Outcome:
-    from cairn.agents.base import OutcomeKind
-
     outcome = Outcome(
         OutcomeKind.failed,
         diagnosis=(

@@ -4,6 +4,7 @@ the workspace decides: verification of the change, or a new attempt in the same 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from tests.agents.aider.support import (
@@ -42,6 +43,7 @@ def test_rule_9_lost_stream_after_a_file_was_written_goes_to_verification(
     assert (cairn.workspace(job.id) / "log.txt").read_text() == "once\n"
     assert len(aider_server.requests_for(marker)) == GIVE_UP, "no second turn, no second edit"
     assert _outcomes(cairn, job.id) == ["interrupted"]
+    assert "applied the part of the answer that arrived, to log.txt" in json.dumps(detail)
     state = agent_state(cairn, job.id)
     assert len(state["invocations"]) == 1
     assert state["activity"] == [{"tool": "edit", "target": "log.txt", "status": "ok"}]
