@@ -208,3 +208,23 @@ def test_agent_add_a_codex_agent_stores_its_model_and_binary(cli: Cli) -> None:
     assert "--model names a model" in _error(
         cli, "agent", "add", "bad", "--adapter", "codex", "--model", "two words"
     )
+
+
+def test_agent_add_aider_stores_its_spec_and_needs_a_model(cli: Cli) -> None:
+    cli(
+        "agent", "add", "team-aider", "--adapter", "aider", "--model", "qwen2.5-coder",
+        "--command", "/opt/aider/bin/aider",
+    )  # fmt: skip
+    assert cli.json("agent", "list") == [
+        {
+            "name": "team-aider",
+            "adapter": "aider",
+            "model": "qwen2.5-coder",
+            "command": "/opt/aider/bin/aider",
+            "edit_format": None,
+            "timeout": 3600.0,
+        }
+    ]
+    assert "OPENAI_API_BASE" in cli("agent", "list").stdout
+    refused = _error(cli, "agent", "add", "no-model", "--adapter", "aider")
+    assert "needs a model" in refused and "--model" in refused

@@ -36,7 +36,8 @@ def test_the_public_surface_is_exactly_all() -> None:
     assert all(hasattr(cairn.agents, name) for name in cairn.agents.__all__)
 
 
-def test_script_openai_claude_and_codex_are_the_registered_adapters() -> None:
+def test_script_openai_claude_codex_and_aider_are_the_registered_adapters() -> None:
+    from cairn.agents.aider_cli import AiderAgent
     from cairn.agents.claude_code import ClaudeCodeAgent
     from cairn.agents.codex_cli import CodexCliAgent
 
@@ -45,6 +46,7 @@ def test_script_openai_claude_and_codex_are_the_registered_adapters() -> None:
         "openai": OpenAIAgent,
         "claude": ClaudeCodeAgent,
         "codex": CodexCliAgent,
+        "aider": AiderAgent,
     }
     assert ScriptAgent.name == "script"
 
@@ -70,8 +72,13 @@ def test_get_agent_accepts_a_command_timeout() -> None:
     "spec",
     [{"adapter": "foo"}, {}, {"adapter": 3}, {"adapter": "/home/me/script.yaml"}, "script"],
 )
+VALID = "valid adapters: aider, claude, codex, openai, script"
+
+
 def test_an_unknown_adapter_names_the_valid_ones(spec: object) -> None:
-    with pytest.raises(UsageError, match="valid adapters: claude, codex, openai, script") as caught:
+    with pytest.raises(
+        UsageError, match="valid adapters: aider, claude, codex, openai, script"
+    ) as caught:
         get_agent(spec)  # type: ignore[arg-type]
     assert "/home/me" not in str(caught.value)
 
@@ -109,7 +116,7 @@ def test_load_agent_spec_reads_and_parses_the_file_now(tmp_path: Path) -> None:
 
 
 def test_load_agent_spec_for_an_unknown_adapter_names_the_valid_ones() -> None:
-    refused = r"unknown agent adapter 'foo'; valid adapters: claude, codex, openai, script"
+    refused = r"unknown agent adapter 'foo'; valid adapters: aider, claude, codex, openai, script"
     with pytest.raises(UsageError, match=refused):
         load_agent_spec("foo:bar")
 
@@ -154,7 +161,9 @@ def test_a_bad_script_file_names_only_the_file(
 
 
 def test_a_value_without_an_adapter_does_not_echo_a_path() -> None:
-    with pytest.raises(UsageError, match="valid adapters: claude, codex, openai, script") as caught:
+    with pytest.raises(
+        UsageError, match="valid adapters: aider, claude, codex, openai, script"
+    ) as caught:
         load_agent_spec("/home/me/demo.yaml")
     assert "/home/me" not in str(caught.value)
 

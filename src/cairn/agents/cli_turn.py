@@ -38,6 +38,8 @@ CONTINUE = (
     "directory as it is now, then continue the task where it stopped."
 )
 _MIN_MASKED_KEY = 6
+REQUESTS_FOLDER = "cairn-requests"
+"""The cairn-owned folder in the job's state folder where a turn's dependency ask is recorded."""
 
 
 class CliTurn:
@@ -72,7 +74,7 @@ class CliTurn:
         if turn.agent_home is None:
             return self._end(self._failed("this runner gives CLI agents no state folder"))
         state_dir = turn.agent_home
-        requests = state_dir / "cairn-requests"
+        requests = state_dir / REQUESTS_FOLDER
         requests.mkdir(parents=True, exist_ok=True)
         mcp_tools.clear_requests(requests)
         # One network for the whole turn: where egress.py's proxy is entered and left. Its
@@ -190,16 +192,22 @@ class CliTurn:
             f"You work in a git checkout made for this job (room {facts.room}, base branch "
             f"{facts.base_branch}). Change files in the working directory only; do not commit, "
             "push or switch branches: cairn verifies, reviews and delivers the change.",
-            f"If the task needs a package that is not installed, call the "
-            f"`{mcp_tools.TOOL_NAME}` tool (cairn's MCP server) with its ecosystem, exact name, "
-            "exact version and why, then end your turn. End with a short summary of what you "
-            "changed and why.",
+            self._dependency_instructions(),
         ]
         if facts.verify_command:
             parts.append(f"cairn verifies the change with `{facts.verify_command}`.")
         if facts.references:
             parts.append(facts.references)
         return "\n\n".join(parts)
+
+    def _dependency_instructions(self) -> str:
+        """How the agent asks for a package: cairn's MCP tool (a CLI without tools overrides)."""
+        return (
+            f"If the task needs a package that is not installed, call the "
+            f"`{mcp_tools.TOOL_NAME}` tool (cairn's MCP server) with its ecosystem, exact name, "
+            "exact version and why, then end your turn. End with a short summary of what you "
+            "changed and why."
+        )
 
     def _outcome(self, run: CliRun, report: CliReport, ask: DependencyAsk | None) -> Outcome:
         if ask is not None:

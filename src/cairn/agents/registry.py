@@ -6,6 +6,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
+from cairn.agents.aider_cli import AiderAgent
 from cairn.agents.base import Agent
 from cairn.agents.claude_code import ClaudeCodeAgent
 from cairn.agents.codex_cli import CodexCliAgent
@@ -43,6 +44,7 @@ AGENTS: dict[str, AgentFactory] = {
     OpenAIAgent.name: OpenAIAgent,
     ClaudeCodeAgent.name: ClaudeCodeAgent,
     CodexCliAgent.name: CodexCliAgent,
+    AiderAgent.name: AiderAgent,
 }
 
 NamedLookup = Callable[[str], Mapping[str, Any] | None]

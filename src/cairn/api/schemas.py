@@ -138,7 +138,7 @@ class AgentBody(Body):
     """A named agent's settings, as `cairn agent add` takes them (never a key, only its name)."""
 
     name: str = Field(min_length=1, max_length=40)
-    adapter: str = Field(min_length=1, max_length=40, description="openai, claude or codex.")
+    adapter: str = Field(min_length=1, max_length=40, description="openai, claude, codex or aider.")
     model: str | None = Field(None, min_length=1, max_length=256, description="openai: required.")
     command: str | None = Field(
         None, min_length=1, max_length=4096, description="A CLI adapter's binary on the runners."

@@ -16,7 +16,9 @@ agent_app = command_group("Manage named agents (an adapter, a model and its sett
 def agent_add(
     ctx: typer.Context,
     name: str,
-    adapter: str = typer.Option(..., "--adapter", help="The adapter: openai, claude or codex."),
+    adapter: str = typer.Option(
+        ..., "--adapter", help="The adapter: openai, claude, codex or aider."
+    ),
     model: str | None = typer.Option(
         None, "--model", help="The model, as the server names it (claude: optional)."
     ),
@@ -110,6 +112,13 @@ def agent_list(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
             console.print(
                 f"{agent['name']:<16} codex {agent.get('model') or '(CLI default)'} via "
                 f"{binary} at the runner's OPENAI_BASE_URL (key from OPENAI_API_KEY)"
+            )
+            continue
+        if agent["adapter"] == "aider":
+            binary = agent.get("command") or "aider on PATH"
+            console.print(
+                f"{agent['name']:<16} aider {agent.get('model')} via {binary} at the runner's "
+                "OPENAI_API_BASE (key from OPENAI_API_KEY)"
             )
             continue
         where = agent.get("base_url") or "the runner's OPENAI_BASE_URL"

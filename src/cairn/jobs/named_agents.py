@@ -17,11 +17,12 @@ from cairn.jobs.policy import require_an_admin
 from cairn.store import agents
 from cairn.store.records import NamedAgent
 
-ADAPTERS = ("openai", "claude", "codex")
+ADAPTERS = ("openai", "claude", "codex", "aider")
 """The adapters a named agent can use (the script agent's spec is its script: no name needed)."""
 CLI_ADAPTERS = {
     "claude": "cairn.agents.claude_code:claude_spec",
     "codex": "cairn.agents.codex_cli:codex_spec",
+    "aider": "cairn.agents.aider_cli:aider_spec",
 }
 """Adapters that drive a coding CLI, and the function that validates each one's spec: a model
 and the CLI's binary (`command`) are all they take."""
@@ -55,7 +56,7 @@ def agent_spec(adapter: str, given: Mapping[str, Any]) -> dict[str, Any]:
     from cairn.agents.openai_spec import openai_spec
 
     if "command" in given:
-        raise UsageError("--command is for a CLI adapter (claude, codex); openai runs none")
+        raise UsageError("--command is for a CLI adapter (claude, codex, aider); openai runs none")
     return openai_spec(given)
 
 

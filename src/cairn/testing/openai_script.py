@@ -200,6 +200,12 @@ def conversation_head(messages: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(content_text(m) for m in head + users[:1])
 
 
+def conversation_text(messages: Sequence[Mapping[str, Any]]) -> str:
+    """Every system, developer and user message's text: a conversation named anywhere in it."""
+    kept = [m for m in messages if m.get("role") in ("system", "developer", "user")]
+    return "\n".join(content_text(m) for m in kept)
+
+
 def content_text(message: Mapping[str, Any]) -> str:
     """A message's text, whether its content is a string or a list of parts."""
     content = message.get("content")

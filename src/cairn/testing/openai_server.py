@@ -3,7 +3,9 @@
 It stands in for vLLM, Ollama, llama.cpp or a hosted API in tests: the client under test talks
 real HTTP to it (`POST /v1/chat/completions`, streaming or not, and `GET /v1/models`), and it
 replays a script per conversation. A conversation is named by a marker the test chooses, a
-string found in the request's system (or developer) messages or its first user message; each
+string found in the request's system (or developer) messages or its first user message (with
+`markers_anywhere=True`, in any of its system or user messages: for a client such as Aider
+that opens every request with the same example exchange); each
 request of that conversation gets the conversation's next `Answer`, so two interleaved
 conversations each see their own script. Every request is recorded (`requests`), the
 Authorization value reduced to whether it was present and matched.
@@ -84,8 +86,10 @@ class ScriptedOpenAIServer:
         *,
         api_key: str | None = None,
         models: Sequence[str] = DEFAULT_MODELS,
+        markers_anywhere: bool = False,
     ) -> None:
         self.api_key = api_key
+        self.markers_anywhere = markers_anywhere
         self.models = tuple(models)
         self._lock = threading.Lock()
         self._arrived = threading.Condition(self._lock)  # notified on every recorded request
@@ -179,7 +183,10 @@ class ScriptedOpenAIServer:
 
     def take_answer(self, request: RecordedRequest) -> tuple[RecordedRequest, Answer | str]:
         """Record `request` with its conversation; its next answer, or why there is none."""
-        head = wire.conversation_head(request.messages)
+        if self.markers_anywhere:
+            head = wire.conversation_text(request.messages)
+        else:
+            head = wire.conversation_head(request.messages)
         with self._lock:
             matches = [marker for marker in self._markers if marker in head]
             self._arrived.notify_all()  # whichever way it is recorded below

@@ -22,6 +22,8 @@ has cairn gets these fixtures; a conftest.py fixture of the same name takes prec
   cache shared between runs (cairn.testing.clis); skips when it cannot be installed, or fails
   under CAIRN_REQUIRE_CLIS=1.
 - `codex_cli`: the real Codex CLI binary, installed and cached the same way.
+- `aider_cli`: the real Aider (PyPI `aider-chat`), its pinned version installed once into its
+  own venv in the same cache; skips or fails the same way.
 - `responses_server`: a scripted server for OpenAI's Responses API, a
   `ScriptedResponsesServer` (cairn.testing.responses_server), keyed like `openai_server`.
 - `fake_forge`: a GitHub-shaped `FakeForge` (cairn.testing.fake_forge) on 127.0.0.1 holding
@@ -207,6 +209,19 @@ def anthropic_server() -> Iterator[ScriptedAnthropicServer]:
 
     with ScriptedAnthropicServer(api_key=TEST_ANTHROPIC_KEY) as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def aider_cli() -> Path:
+    """The pinned Aider's binary, in its own venv in the shared cache (built when missing)."""
+    from cairn.testing.clis import AIDER, REQUIRE_CLIS, installed_pypi
+
+    found = installed_pypi(AIDER)
+    if isinstance(found, str):
+        if os.environ.get(REQUIRE_CLIS) == "1":
+            pytest.fail(f"{REQUIRE_CLIS}=1 but {found}", pytrace=False)
+        pytest.skip(found)
+    return found
 
 
 @pytest.fixture(scope="session")
