@@ -23,6 +23,8 @@ from cairn.errors import ScriptError, UsageError
 
 from .support import ContextStore, turn_for
 
+VALID = "valid adapters: aider, claude, codex, openai, script"
+
 
 def test_the_public_surface_is_exactly_all() -> None:
     # "@py_builtins" and "@pytest_ar" are pytest's: it rewrites the asserts of every module of
@@ -72,9 +74,6 @@ def test_get_agent_accepts_a_command_timeout() -> None:
     "spec",
     [{"adapter": "foo"}, {}, {"adapter": 3}, {"adapter": "/home/me/script.yaml"}, "script"],
 )
-VALID = "valid adapters: aider, claude, codex, openai, script"
-
-
 def test_an_unknown_adapter_names_the_valid_ones(spec: object) -> None:
     with pytest.raises(
         UsageError, match="valid adapters: aider, claude, codex, openai, script"
