@@ -22,7 +22,8 @@ from cairn.testing.repos import make_sample_repo
 
 from .conftest import CALL_TIMEOUT, base_env
 
-pytestmark = [pytest.mark.acceptance, pytest.mark.packaging]
+# One worker builds the module's venv once (and only one pip builds this source tree at a time).
+pytestmark = [pytest.mark.acceptance, pytest.mark.packaging, pytest.mark.xdist_group("packaging")]
 ROOT = Path(__file__).resolve().parents[2]
 INSTALL_TIMEOUT = 600.0
 PACKAGE_DATA = ["store/migrations/env.py", "testing/demo_script.yaml"]

@@ -102,10 +102,20 @@ def postgres_url(postgres_admin: Engine, postgres_template: str) -> Iterator[str
     stores.drop_database(postgres_admin, name)
 
 
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite store migrated once per session (per xdist worker), copied by `sqlite_url`."""
+    from cairn.testing.stores import migrated_sqlite_template
+
+    return migrated_sqlite_template(tmp_path_factory.mktemp("sqlite-template"))
+
+
 @pytest.fixture
-def sqlite_url(tmp_path: Path) -> str:
-    """A fresh SQLite store file in the test's temporary directory (migrated by `Store.open`)."""
-    return f"sqlite:///{tmp_path}/cairn.db"
+def sqlite_url(tmp_path: Path, sqlite_template: Path) -> str:
+    """A fresh migrated SQLite store file of its own in the test's temporary directory."""
+    from cairn.testing.stores import copy_sqlite_store
+
+    return copy_sqlite_store(sqlite_template, tmp_path / "cairn.db")
 
 
 @pytest.fixture(params=BACKENDS)
