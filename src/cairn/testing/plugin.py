@@ -4,7 +4,8 @@ Installed with cairn (entry point `pytest11: cairn`), so any pytest run in an en
 has cairn gets these fixtures; a conftest.py fixture of the same name takes precedence.
 
 - `store_url`: a fresh, migrated store URL, parametrized "sqlite" and "postgres" (marked
-  `postgres`); `store`: that store, open. `sqlite_url` / `postgres_url`: one backend only.
+  `postgres`); `store`: that store, open. `sqlite_url` / `postgres_url`: one backend only,
+  each a copy of a store migrated once per session (per xdist worker), not a new migration.
   `empty_store_url`: a reachable database with no cairn tables, on both backends.
   `postgres_admin`: an AUTOCOMMIT engine on the server's `postgres` database.
   PostgreSQL is 127.0.0.1:5432 (or $CAIRN_TEST_POSTGRES); when unreachable the "postgres"
