@@ -7,6 +7,9 @@ STAMP := $(VENV)/.installed
 # socat for the coding CLIs' egress bridge, chromium for the browser tests (tests/web).
 DEMO_TOOLS := bubblewrap
 TEST_TOOLS := bubblewrap socat nodejs npm chromium
+# pytest-xdist workers for `make test`: the tests mostly wait on git, subprocesses and
+# PostgreSQL, so more workers than cores pay. 0 runs the suite in one process.
+PYTEST_WORKERS ?= 3
 
 .PHONY: demo test lint format clean demo-tools test-tools
 # Prerequisites in the order written: the system check stops a target before anything runs.
@@ -34,7 +37,7 @@ test: test-tools $(STAMP)
 	$(BIN)/ruff check src tests examples benchmarks
 	$(BIN)/ruff format --check src tests examples benchmarks
 	$(BIN)/mypy --strict src/cairn
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests examples benchmarks

@@ -8,9 +8,13 @@ and runs in a pytest of its own, so only the installed `pytest11` entry point ca
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
+
+from cairn.store import Store, database, identity
+from cairn.testing.stores import copy_sqlite_store
 
 OUTSIDE_TEST = """
 import pytest
@@ -57,3 +61,26 @@ def test_an_outside_project_gets_the_plugins_fixtures(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "3 passed" in done.stdout, done.stdout
+
+
+def test_each_sqlite_url_is_a_private_store_at_the_newest_migration_of_its_own(
+    sqlite_url: str, sqlite_template: Path, tmp_path: Path
+) -> None:
+    # sqlite_url copies one migrated template; a copy must be what `cairn init` would make.
+    path = database.sqlite_path(sqlite_url)
+    assert path is not None and path.parent == tmp_path
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    store = Store.open(sqlite_url)
+    try:
+        assert database.current_revision(store.engine) == database.head_revision()
+        with store.begin() as conn:
+            identity.add_user(conn, "only-in-this-copy")
+    finally:
+        store.close()
+    other = copy_sqlite_store(sqlite_template, tmp_path / "other.db")
+    again = Store.open(other)
+    try:
+        with again.begin() as conn:
+            assert identity.find_user(conn, "only-in-this-copy") is None, "the template changed"
+    finally:
+        again.close()

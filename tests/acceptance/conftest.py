@@ -4,6 +4,7 @@ Each test gets its own `CAIRN_HOME` under `tmp_path` (SQLite), a 2 s lease, the 
 first on `PATH` (so `python` in scripts and verify commands is this interpreter) and a sample
 repository at `tmp_path / "repo"`. Every call has a timeout, and every call checks that what
 cairn printed names no local path of the test (cairn's home, the repository, the scripts).
+Package downloads go to the session's cache (`package_downloads`), a path no output may name.
 
 Fixtures:
 
@@ -35,12 +36,15 @@ from cairn.testing.repos import make_sample_repo
 
 CAIRN = Path(sys.executable).parent / "cairn"
 CALL_TIMEOUT = 60.0
+DOWNLOADS = "CAIRN_PACKAGE_DOWNLOADS"
 OWNER = ("-c", "user.name=Repo Owner", "-c", "user.email=owner@example.com")
 
 
 def base_env(home: Path, tmp: Path) -> dict[str, str]:
     """The environment of every cairn call: no inherited CAIRN_* or GIT_* settings."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CAIRN_", "GIT_", "PYTEST_"))}
+    if DOWNLOADS in os.environ:  # the session's package download cache (tests/conftest.py)
+        env[DOWNLOADS] = os.environ[DOWNLOADS]
     git_config = tmp / "gitconfig"
     if not git_config.exists():
         git_config.write_text("")
@@ -93,7 +97,8 @@ class Cli:
         return done
 
     def assert_private(self, text: str, what: str = "") -> None:
-        for secret in self.private:
+        shared = [self.env[DOWNLOADS]] if DOWNLOADS in self.env else []
+        for secret in [*self.private, *shared]:
             assert secret not in text, f"output names the local path {secret!r}:\n{what or text}"
 
     def json(self, *args: str) -> Any:

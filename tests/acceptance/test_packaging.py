@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from cairn.locks import locked
 from cairn.testing.repos import make_sample_repo
 
 from .conftest import CALL_TIMEOUT, base_env
@@ -46,7 +48,22 @@ def lowest_uv() -> str:
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The bin folder of a fresh venv holding `pip install <repo>` (uv at its lowest)."""
-    folder = tmp_path_factory.mktemp("packaging")
+    # Built once per run: xdist workers share their parent folder, and the lock makes the
+    # others wait for (and reuse) the first one's venv; one pip builds this tree at a time.
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent
+    with locked(shared / "packaging.lock"):
+        folder = shared / "packaging"
+        if not (folder / "installed").exists():
+            shutil.rmtree(folder, ignore_errors=True)  # a half-built one from a failed build
+            folder.mkdir()
+            _install_into(folder)
+            (folder / "installed").touch()
+    return folder / "venv" / "bin"
+
+
+def _install_into(folder: Path) -> None:
     venv.create(folder / "venv", with_pip=True)
     bin_dir = folder / "venv" / "bin"
     constraints = folder / "constraints.txt"
@@ -60,7 +77,6 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
         timeout=INSTALL_TIMEOUT,
         capture_output=True,
     )
-    return bin_dir
 
 
 def test_the_installed_package_holds_its_data_and_its_uv(installed: Path) -> None:

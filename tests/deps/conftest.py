@@ -52,9 +52,9 @@ def require_npm() -> None:
 
 
 @pytest.fixture
-def sqlite_store(tmp_path: Path) -> Iterator[Store]:
+def sqlite_store(sqlite_url: str) -> Iterator[Store]:
     """A SQLite store (the ledger contract runs on both backends, through `store`)."""
-    opened = Store.open(f"sqlite:///{tmp_path}/cairn.db", create=True)
+    opened = Store.open(sqlite_url)
     yield opened
     opened.close()
 

@@ -4,7 +4,8 @@ Installed with cairn (entry point `pytest11: cairn`), so any pytest run in an en
 has cairn gets these fixtures; a conftest.py fixture of the same name takes precedence.
 
 - `store_url`: a fresh, migrated store URL, parametrized "sqlite" and "postgres" (marked
-  `postgres`); `store`: that store, open. `sqlite_url` / `postgres_url`: one backend only.
+  `postgres`); `store`: that store, open. `sqlite_url` / `postgres_url`: one backend only,
+  each a copy of a store migrated once per session (per xdist worker), not a new migration.
   `empty_store_url`: a reachable database with no cairn tables, on both backends.
   `postgres_admin`: an AUTOCOMMIT engine on the server's `postgres` database.
   PostgreSQL is 127.0.0.1:5432 (or $CAIRN_TEST_POSTGRES); when unreachable the "postgres"
@@ -114,10 +115,20 @@ def postgres_url(postgres_admin: Engine, postgres_template: str) -> Iterator[str
     stores.drop_database(postgres_admin, name)
 
 
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite store migrated once per session (per xdist worker), copied by `sqlite_url`."""
+    from cairn.testing.stores import migrated_sqlite_template
+
+    return migrated_sqlite_template(tmp_path_factory.mktemp("sqlite-template"))
+
+
 @pytest.fixture
-def sqlite_url(tmp_path: Path) -> str:
-    """A fresh SQLite store file in the test's temporary directory (migrated by `Store.open`)."""
-    return f"sqlite:///{tmp_path}/cairn.db"
+def sqlite_url(tmp_path: Path, sqlite_template: Path) -> str:
+    """A fresh migrated SQLite store file of its own in the test's temporary directory."""
+    from cairn.testing.stores import copy_sqlite_store
+
+    return copy_sqlite_store(sqlite_template, tmp_path / "cairn.db")
 
 
 @pytest.fixture(params=BACKENDS)

@@ -2,6 +2,7 @@
 
 PostgreSQL databases are cloned from one migrated template (`CREATE DATABASE ... TEMPLATE`),
 the way procrastinate's suite does, so a test pays for a CREATE DATABASE, not a migration.
+SQLite stores are likewise byte copies of one migrated file (`migrated_sqlite_template`).
 The server is `POSTGRES_SERVER` unless CAIRN_TEST_POSTGRES names another one.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Mapping
+from pathlib import Path
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -75,3 +77,18 @@ def migrated_template(admin: Engine) -> str:
         drop_database(admin, name)
         raise
     return name
+
+
+def migrated_sqlite_template(folder: Path) -> Path:
+    """A SQLite store file in `folder` holding cairn's migrated schema, to copy per test."""
+    path = folder / "template.db"
+    Store.open(f"sqlite:///{path}", create=True).close()  # closing checkpoints the WAL
+    return path
+
+
+def copy_sqlite_store(template: Path, path: Path) -> str:
+    """Copy the migrated `template` to `path`, private as `cairn init` makes it; its URL."""
+    fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    with os.fdopen(fd, "wb") as copy:
+        copy.write(template.read_bytes())
+    return f"sqlite:///{path}"
