@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 import httpx
 
 from authority.conftest import WRITE_B
+from cairn.api.event_hub import EventHub
 from cairn.store.progress import events_for_job
 
 from .conftest import Api
@@ -125,3 +127,23 @@ def test_one_poller_hands_each_stream_only_its_own_jobs_events(api: Api) -> None
         assert got[job][-1][1]["status"] == "rejected"
     assert sorted(data["job"] for _, data in room) == sorted(jobs * 3)
     assert [int(seq) for seq, _ in room] == sorted(int(seq) for seq, _ in room)
+
+
+def test_an_event_recorded_right_after_subscribing_is_delivered(api: Api) -> None:
+    """The hub's starting point is fixed when `subscribe` returns, not when its poller first
+    runs: an event recorded in between (after the stream read its backlog) reaches it."""
+    team = api.team
+    job = team.submit(WRITE_B, actor="alice")
+
+    async def first_event_after_subscribing() -> int:
+        hub = EventHub(team.store)
+        subscription = await hub.subscribe(lambda routed: True)
+        try:
+            team.reject(job.id, "no", actor="bob")  # before the poller has run at all
+            event = await asyncio.wait_for(subscription.queue.get(), 30)
+            assert event is not None
+            return event.job
+        finally:
+            hub.unsubscribe(subscription)
+
+    assert asyncio.run(first_event_after_subscribing()) == job.id

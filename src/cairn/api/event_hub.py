@@ -55,8 +55,16 @@ class EventHub:
         self.cursor: int | None = None
         self.poller: asyncio.Task[None] | None = None
 
-    def subscribe(self, wants: Callable[[Routed], bool]) -> Subscription:
-        """Start receiving the events `wants` accepts that are recorded from now on."""
+    async def subscribe(self, wants: Callable[[Routed], bool]) -> Subscription:
+        """Start receiving the events `wants` accepts that are recorded from now on.
+
+        The poller's starting point is read before the subscription is returned: read later,
+        an event recorded between the caller's backlog read and that point would reach no one.
+        """
+        if self.cursor is None:
+            newest = await anyio.to_thread.run_sync(self._newest)
+            if self.cursor is None:  # another subscriber may have set it meanwhile
+                self.cursor = newest
         made = Subscription(wants)
         self.subscriptions.add(made)
         if self.poller is None or self.poller.done():
@@ -68,11 +76,10 @@ class EventHub:
         self.subscriptions.discard(subscription)
 
     async def _poll(self) -> None:
-        if self.cursor is None:
-            self.cursor = await anyio.to_thread.run_sync(self._newest)
         while self.subscriptions:
+            cursor = self.cursor or 0
             try:
-                found = await anyio.to_thread.run_sync(self._after, self.cursor)
+                found = await anyio.to_thread.run_sync(self._after, cursor)
             except Exception:
                 # The store may be briefly unavailable; the streams wait, then it is read again.
                 _log.warning("could not read the events ledger; retrying", exc_info=True)

@@ -118,7 +118,7 @@ def _stream(
         hub = served.hub
         # Subscribed before the backlog is read: an event recorded in between is in one or
         # both, and `seq` drops the second copy.
-        subscription = hub.subscribe(wants)
+        subscription = await hub.subscribe(wants)
         try:
             seq = after
             while True:
