@@ -4,9 +4,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # System packages (Debian names): the sandbox for agents' commands, npm for the npm tests,
-# socat for the coding CLIs' egress bridge, chromium for the browser tests (tests/web).
+# socat for the coding CLIs' egress bridge, curl for the egress probes, iproute2 for the
+# host-loss test's network namespaces, chromium for the browser tests (tests/web).
 DEMO_TOOLS := bubblewrap
-TEST_TOOLS := bubblewrap socat nodejs npm chromium
+TEST_TOOLS := bubblewrap socat curl iproute2 nodejs npm chromium
 # pytest-xdist workers for `make test`: the tests mostly wait on git, subprocesses and
 # PostgreSQL, so more workers than cores pay. 0 runs the suite in one process.
 PYTEST_WORKERS ?= 3

@@ -58,6 +58,8 @@ def test_a_turn_reaches_its_model_endpoint_and_nothing_else(
             "external_ip_direct",
             "external_host",
         }
+        # 127 would be "no curl": a probe that never ran proves nothing.
+        assert "127" not in exits.values(), "curl must be installed (make test installs it)"
         assert all(code != "0" for code in exits.values()), exits
         assert other.accepted == 0, "nothing inside reached the host's other port"
     finally:
