@@ -109,6 +109,8 @@ def test_the_turns_commands_reach_no_address_but_the_model_endpoint(
         [seen] = responses_server.requests_for(marker)[1].tool_outputs.values()
         exits = dict(re.findall(r"(\w+)=(\d+)", seen))
         assert set(exits) == {"loopback", "external_ip", "external_host"}, seen
+        # 127 would be "no curl": a probe that never ran proves nothing.
+        assert "127" not in exits.values(), "curl must be installed (make test installs it)"
         assert all(code != "0" for code in exits.values()), exits
         assert other.accepted == 0
     finally:
