@@ -1,4 +1,5 @@
-"""Checkpoints: after each accepted stage that changed the workspace, store what rebuilds it.
+"""Checkpoints: after each accepted stage that changed the workspace (or moved the agent's
+context on), store what rebuilds it.
 
 Where they live: in the store's `checkpoints` ledger, not in a ref of the room's mirror. The
 store is the one thing every runner host shares; a mirror is per host, and a ref pushed to
@@ -55,16 +56,34 @@ def checkpoint_ref(job_id: int) -> str:
 
 
 def save_if_changed(drive: Drive, stage: str) -> Checkpoint | None:
-    """Checkpoint the workspace unless the latest checkpoint (or the baseline) already holds it."""
+    """Checkpoint the workspace and the context's position, unless the latest checkpoint (or
+    the baseline, before any agent step) already holds both.
+
+    A turn that changed nothing in the workspace may still have moved the context on (an
+    agent that asked for a dependency first): that position is checkpointed too, or another
+    host would roll the context back past a conversation its workspace agrees with.
+    """
     worktree, baseline = drive.worktree, drive.job.baseline
     if baseline is None or not worktree.is_valid():
         return None
     head, tree = worktree.head(), worktree.content_id()
     with drive.store.begin() as conn:
         last = checkpoint_ledger.latest(conn, drive.job.id, bundle=False)
-    if last is not None and (last.baseline, last.head, last.tree) == (baseline, head, tree):
+        state = contexts.load(conn, drive.job.id)
+        step = context_steps.last_step(conn, drive.job.id)
+    position = (state, step.id if step else None, step.at if step else None)
+    if (
+        last is not None
+        and (last.baseline, last.head, last.tree) == (baseline, head, tree)
+        and (last.context_state, last.context_step_id, last.context_step_at) == position
+    ):
         return None
-    if last is None and head == baseline and tree == worktree.git("rev-parse", f"{head}^{{tree}}"):
+    if (
+        last is None
+        and position == (None, None, None)
+        and head == baseline
+        and tree == worktree.git("rev-parse", f"{head}^{{tree}}")
+    ):
         return None  # nothing of the job's own to carry to another host yet
     commit, bundle = _bundle(drive, baseline, head, tree)
     with drive.fenced() as conn:
