@@ -100,6 +100,11 @@ def test_an_endpoint_that_is_down_fails_and_skips_what_needs_it(
     assert down["status"] == "failed" and "nothing answers at" in down["reason"]
     assert "OPENAI_BASE_URL" in down["fix"]
     assert [statuses(report)[n] for n in ("key", "model", "tool calls")] == ["skipped"] * 3
+    assert "OPENAI_BASE_URL" in down["reason"], "the runner's URL is named by its variable"
+    url = f"http://127.0.0.1:{closed_port()}/v1"
+    cli("agent", "add", "local", "--adapter", "openai", "--model", "m", "--base-url", url)
+    report, _ = cli.check("local", env={"OPENAI_API_KEY": "k"}, expect=1)
+    assert by_name(report, "endpoint")["reason"] == f"nothing answers at {url}"
 
 
 def test_a_model_the_server_does_not_know_fails_listing_what_it_serves(

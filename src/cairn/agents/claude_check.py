@@ -130,7 +130,8 @@ def _key(key: str | None) -> Check:
 def _endpoint(base_url: str | None) -> Check:
     if base_url is None:
         return passed("base url", f"{BASE_URL_ENV} is not set: the Anthropic API")
-    return passed("base url", f"{BASE_URL_ENV} is {base_url}")
+    # Named, not shown: the runner's environment values are masked in everything cairn prints.
+    return passed("base url", f"{BASE_URL_ENV} is set")
 
 
 def _bubblewrap() -> Check:
@@ -162,6 +163,7 @@ def _turn(agent: ClaudeCodeAgent, binary: str, key: str | None, config: Config) 
 
     spec = {**agent.spec, "timeout": TURN_TIMEOUT}
     endpoint = agent.base_url or DEFAULT_BASE_URL
+    where = f"the endpoint in {BASE_URL_ENV}" if agent.base_url else "the Anthropic API"
     with tempfile.TemporaryDirectory(prefix="cairn-check-") as tmp:
         root = Path(tmp).resolve()
         workspace = root / "workspace"
@@ -184,14 +186,14 @@ def _turn(agent: ClaudeCodeAgent, binary: str, key: str | None, config: Config) 
         )
         outcome = cli.run()
     status = cli.report.final.get("api_error_status") if cli.report and cli.report.final else None
-    return _read(outcome, status, endpoint)
+    return _read(outcome, status, where)
 
 
-def _read(outcome: Outcome, status: object, endpoint: str) -> list[Check]:
+def _read(outcome: Outcome, status: object, where: str) -> list[Check]:
     """The turn's outcome as three checks: the endpoint answered, the key, the turn."""
     if status in (401, 403):
         return [
-            passed("endpoint", f"{endpoint} answers"),
+            passed("endpoint", f"{where} answers"),
             failed(
                 "key",
                 f"the endpoint refused the key in {API_KEY_ENV} (HTTP {status})",
@@ -203,7 +205,7 @@ def _read(outcome: Outcome, status: object, endpoint: str) -> list[Check]:
         return [
             failed(
                 "endpoint",
-                f"nothing answered at {endpoint}: Claude Code gave up on the connection",
+                f"nothing answered at {where}: Claude Code gave up on the connection",
                 f"start the model server, or set the runner's {BASE_URL_ENV} to one that runs",
             ),
             skipped("key", "the endpoint did not answer"),
@@ -219,7 +221,7 @@ def _read(outcome: Outcome, status: object, endpoint: str) -> list[Check]:
             ),
         ]
     return [
-        passed("endpoint", f"{endpoint} answers"),
+        passed("endpoint", f"{where} answers"),
         passed("key", "the endpoint accepted it"),
         passed("turn", "a no-op turn ran in cairn's sandbox and the model answered"),
     ]

@@ -59,7 +59,7 @@ def check_openai(spec: Mapping[str, Any], config: Config) -> list[Check]:
         fix = f"give the runner's {BASE_URL_ENV} a URL like http://localhost:8000/v1"
         return [_key_set(key_env, key, None), failed("endpoint", str(exc), fix)]
     base_url = url or DEFAULT_BASE_URL
-    where = _shown(base_url)
+    where = _shown(base_url) if settings.base_url else _where(url)
     sdk = openai.OpenAI(
         base_url=base_url, api_key=key or PLACEHOLDER_KEY, max_retries=0, timeout=TIMEOUT
     )
@@ -192,6 +192,12 @@ def _shown(url: str) -> str:
     """The endpoint as a check shows it: scheme, host, port and path, nothing else."""
     parts = urlsplit(url)
     return f"{parts.scheme}://{parts.netloc}{parts.path}".rstrip("/")
+
+
+def _where(url: str | None) -> str:
+    """The runner's endpoint, named by its variable: environment values are masked in
+    everything cairn prints."""
+    return f"the endpoint in {BASE_URL_ENV}" if url else "the OpenAI API"
 
 
 def _safe(text: str) -> str:
