@@ -8,12 +8,14 @@ from pathlib import Path
 import pytest
 from tests.agents.check_support import CheckCli, assert_private, by_name, closed_port, statuses
 
-from cairn.agents.checks import CHECK_MARKER, CHECKS
+from cairn.agents.checks import CHECK_MARKER, CHECKS, Check, check_agent, failed
+from cairn.config import Config
 from cairn.testing import ScriptedOpenAIServer
 from cairn.testing.openai_script import Fault, ToolCall, text_answer, tool_call_answer
 from cairn.testing.openai_server import TEST_API_KEY
 
 WRONG_KEY = "sk-proj-" + "Wr0ngKeyWr0ngKeyWr0ngKey0123"
+LEAKED = "team-" + "Qq1Ww2Ee3Rr4Tt5Yy6"
 ALL = {name: "passed" for name in ("key set", "endpoint", "key", "model", "tool calls")}
 
 
@@ -143,3 +145,21 @@ def test_bad_requests_are_clear_usage_errors(cli: CheckCli, tmp_path: Path) -> N
     scripted = cli("agent", "check", "--agent", f"script:{script}", expect=2)
     assert f"adapters with one: {', '.join(sorted(CHECKS))}" in scripted.stderr
     assert_private(both.stderr + unknown.stderr + scripted.stderr, str(tmp_path))
+
+
+def _leaky_check(spec: object, config: object) -> list[Check]:
+    del spec, config
+    return [failed("leak", f"the key is {LEAKED}", f"paste {LEAKED} somewhere\x1b[2J else")]
+
+
+def test_whatever_an_adapters_check_says_is_masked_before_it_is_shown(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setitem(CHECKS, "openai", f"{__name__}:_leaky_check")
+    config = Config(home=tmp_path / "home").model_copy(
+        update={"environment": {"TEAM_API_KEY": LEAKED}}
+    )
+    report = check_agent({"adapter": "openai", "model": "m"}, config)
+    (check,) = report.checks
+    assert LEAKED not in check.reason + str(check.fix) and "\x1b" not in str(check.fix)
+    assert report.ok is False and report.to_data()["checks"][0]["status"] == "failed"

@@ -116,3 +116,18 @@ def _path_with(binary: Path) -> str:
     import os
 
     return f"{binary.parent}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
+def test_a_binary_that_is_not_claude_code_fails_by_name(
+    cli: CheckCli, anthropic_server: ScriptedAnthropicServer, tmp_path: Path
+) -> None:
+    impostor = tmp_path / "tools" / "claude"
+    impostor.parent.mkdir()
+    impostor.write_text("#!/bin/sh\nexit 3\n")
+    impostor.chmod(0o755)
+    _add(cli, impostor)
+    report, done = cli.check("coder", env=_runner(anthropic_server), expect=1)
+    binary = by_name(report, "binary")
+    assert binary["status"] == "failed" and "does not say its version" in binary["reason"]
+    assert statuses(report)["turn"] == "skipped" and anthropic_server.requests == ()
+    assert_private(done.stdout, str(tmp_path))
