@@ -100,6 +100,8 @@ AgentCheck = Callable[[Mapping[str, Any], "Config"], Sequence[Check]]
 CHECKS: dict[str, str] = {
     "openai": "cairn.agents.openai_check:check_openai",
     "claude": "cairn.agents.claude_check:check_claude",
+    "codex": "cairn.agents.codex_check:check_codex",
+    "aider": "cairn.agents.aider_check:check_aider",
 }
 """Adapter name to its check function, as `module:function` (imported when a check runs)."""
 

@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +28,7 @@ from cairn.workspace import commands
 
 if TYPE_CHECKING:
     from cairn.agents.cli_agent import CliModule
+    from cairn.agents.cli_turn import CliTurn
     from cairn.config import Config
 
 REQUEST = (
@@ -34,6 +36,8 @@ REQUEST = (
 )
 TURN_TIMEOUT = 180.0
 """Seconds the check's turn may take (a job's turn may take an hour)."""
+KEY_REFUSED = "refused the key"
+"""How every CLI module words a refused key in its failure (a CLI may report no HTTP status)."""
 _VERSION_TIMEOUT = 30.0
 _VERSION = re.compile(r"\d+\.\d+\.\d+[\w.+-]*")
 
@@ -131,9 +135,11 @@ def no_op_turn(
     key: str | None,
     spec: Mapping[str, Any],
     config: Config,
+    turn_class: type[CliTurn] | None = None,
 ) -> tuple[Outcome, object]:
-    """One turn of the real CLI in throw-away folders; its outcome, and the HTTP status the
-    endpoint refused it with (None when it did not)."""
+    """One turn of the real CLI in throw-away folders (through `turn_class`, the shared
+    CliTurn unless the CLI has its own); its outcome, and the HTTP status the endpoint refused
+    it with (None when it did not)."""
     from cairn.agents.cli_turn import CliTurn
 
     with tempfile.TemporaryDirectory(prefix="cairn-check-") as tmp:
@@ -154,7 +160,7 @@ def no_op_turn(
             agent_home=root / "state",
         )
         checked = {**spec, "timeout": TURN_TIMEOUT}
-        cli = CliTurn(module, binary, turn, endpoint, key, checked)
+        cli = (turn_class or CliTurn)(module, binary, turn, endpoint, key, checked)
         outcome = cli.run()
     final = cli.report.final if cli.report is not None else None
     return outcome, final.get("api_error_status") if final else None
@@ -164,12 +170,14 @@ def turn_checks(
     outcome: Outcome, status: object, where: str, key_env: str, base_url_env: str
 ) -> list[Check]:
     """The no-op turn as three checks: the endpoint answered, the key, the turn."""
-    if status in (401, 403):
+    refused = outcome.kind is OutcomeKind.failed and KEY_REFUSED in (outcome.diagnosis or "")
+    if status in (401, 403) or refused:
+        shown = f" (HTTP {status})" if status in (401, 403) else ""
         return [
             passed("endpoint", f"{where} answers"),
             failed(
                 "key",
-                f"the endpoint refused the key in {key_env} (HTTP {status})",
+                f"the endpoint refused the key in {key_env}{shown}",
                 f"set {key_env} to a key the endpoint accepts",
             ),
             skipped("turn", "the endpoint refused the key"),
@@ -214,3 +222,46 @@ def _content_id(workspace: Path) -> str:
             continue
         digest.update(str(relative).encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class CliNames:
+    """What a CLI's check names: its binary, its variables, its install hint, its default."""
+
+    default_command: str
+    key_env: str
+    base_url_env: str
+    default_endpoint: str
+    """The endpoint used when `base_url_env` is unset, as a person reads it."""
+    install: str
+
+
+def cli_agent_checks(
+    agent: Any,
+    config: Config,
+    names: CliNames,
+    module: CliModule,
+    default_base_url: str,
+    turn_class: type[CliTurn] | None = None,
+) -> list[Check]:
+    """Every check of a CLI agent (built with the runner's config): binary and version, key,
+    base URL, bubblewrap, socat, then one no-op turn when what it needs is there."""
+    key = config.environment.get(names.key_env) or None
+    binary: str | None = agent.binary()
+    base_url: str | None = agent.base_url
+    checks = [
+        binary_check(agent.spec["command"], names.default_command, binary, names.install),
+        key_check(names.key_env, key),
+        # Named, not shown: the runner's environment values are masked in all cairn prints.
+        passed("base url", f"{names.base_url_env} is set")
+        if base_url
+        else passed("base url", f"{names.base_url_env} is not set: {names.default_endpoint}"),
+        *sandbox_checks(),
+    ]
+    skipped_turn = missing_for_turn(checks)
+    if skipped_turn is not None or binary is None:
+        return [*checks, *([skipped_turn] if skipped_turn else [])]
+    endpoint = base_url or default_base_url
+    outcome, status = no_op_turn(module, binary, endpoint, key, agent.spec, config, turn_class)
+    where = f"the endpoint in {names.base_url_env}" if base_url else names.default_endpoint
+    return [*checks, *turn_checks(outcome, status, where, names.key_env, names.base_url_env)]
