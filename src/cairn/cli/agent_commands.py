@@ -148,7 +148,9 @@ def agent_check(
     ctx: typer.Context,
     name: str | None = typer.Argument(None, help="The named agent to check."),
     agent: str | None = typer.Option(
-        None, "--agent", help="Check an unnamed agent instead: openai:MODEL, claude, codex:MODEL or aider:MODEL.",
+        None,
+        "--agent",
+        help="Check an unnamed agent instead: openai:MODEL, claude, codex:MODEL or aider:MODEL.",
     ),
     as_json: bool = JSON_OPTION,
 ) -> None:
