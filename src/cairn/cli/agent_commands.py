@@ -1,4 +1,5 @@
-"""Named agents: `cairn agent add/list/remove`, installation-wide, decided by an admin."""
+"""Named agents: `cairn agent add/list/remove`, installation-wide, decided by an admin; and
+`cairn agent check`, run on a runner's machine."""
 
 from __future__ import annotations
 
@@ -7,7 +8,15 @@ from urllib.parse import quote
 
 import typer
 
-from cairn.cli.context import AS_OPTION, JSON_OPTION, command_group, console, print_json, session
+from cairn.cli.context import (
+    AS_OPTION,
+    JSON_OPTION,
+    Session,
+    command_group,
+    console,
+    print_json,
+    session,
+)
 
 agent_app = command_group("Manage named agents (an adapter, a model and its settings).")
 
@@ -184,7 +193,7 @@ def agent_check(
         raise typer.Exit(1)
 
 
-def _spec_to_check(s: Any, name: str) -> dict[str, Any]:
+def _spec_to_check(s: Session, name: str) -> dict[str, Any]:
     """A named agent's spec, from the server when the CLI is its client, else the store."""
     from cairn.agents.registry import load_agent_spec
 
