@@ -62,6 +62,8 @@ class CliTurn:
         self.spec = spec
         self.state: dict[str, Any] = dict(turn.state) if isinstance(turn.state, dict) else {}
         self.state["adapter"] = module.name
+        self.report: CliReport | None = None
+        """What the CLI's event stream said, once the turn ran (`cairn agent check` reads it)."""
 
     def run(self) -> Outcome:
         """Take the turn; its outcome is saved with the job's context before it is returned."""
@@ -90,7 +92,7 @@ class CliTurn:
                 run = self._run(argv, plan, network, self._watch(reader))
         except WorkspaceError as exc:  # no sandbox, no proxy, or a link out of the workspace
             return self._end(self._failed(str(exc)))
-        report = reader.report
+        report = self.report = reader.report
         if run.stopped:
             # The runner lost the job: nothing more is saved (the new holder's writes win).
             return Outcome(OutcomeKind.interrupted, usage=report.usage)

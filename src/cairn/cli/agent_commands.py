@@ -1,4 +1,5 @@
-"""Named agents: `cairn agent add/list/remove`, installation-wide, decided by an admin."""
+"""Named agents: `cairn agent add/list/remove`, installation-wide, decided by an admin; and
+`cairn agent check`, run on a runner's machine."""
 
 from __future__ import annotations
 
@@ -7,7 +8,15 @@ from urllib.parse import quote
 
 import typer
 
-from cairn.cli.context import AS_OPTION, JSON_OPTION, command_group, console, print_json, session
+from cairn.cli.context import (
+    AS_OPTION,
+    JSON_OPTION,
+    Session,
+    command_group,
+    console,
+    print_json,
+    session,
+)
 
 agent_app = command_group("Manage named agents (an adapter, a model and its settings).")
 
@@ -141,3 +150,80 @@ def agent_remove(ctx: typer.Context, name: str, as_user: str | None = AS_OPTION)
         with s.store() as store, store.begin() as conn:
             remove_named_agent(conn, name, s.actor(as_user))
     console.print(f"agent {name} removed")
+
+
+@agent_app.command("check")
+def agent_check(
+    ctx: typer.Context,
+    name: str | None = typer.Argument(None, help="The named agent to check."),
+    agent: str | None = typer.Option(
+        None,
+        "--agent",
+        help="Check an unnamed agent instead: openai:MODEL, claude, codex:MODEL or aider:MODEL.",
+    ),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Check that this machine can run the agent: its key, endpoint, model or binary, sandbox.
+
+    Run it on a runner's machine, with the runner's environment: it takes one no-op turn
+    against the configured endpoint with the runner's own keys, and lists each need as passed
+    or failed, with what to do. It writes nothing to the store (a check is not a job). There
+    is no API route for it: the server may not be a runner, nor hold a runner's keys. Exit
+    code 0 when every check passed, 1 otherwise.
+    """
+    from cairn.agents.checks import check_agent
+    from cairn.errors import UsageError
+    from cairn.sanitize import user_sanitizer
+
+    if (name is None) == (agent is None):
+        raise UsageError("name one agent: `cairn agent check NAME` or `--agent openai:MODEL`")
+    s = session(ctx)
+    spec = _spec_to_check(s, name) if name is not None else _unnamed_spec(agent or "")
+    report = check_agent(spec, s.config)
+    mask = user_sanitizer(s.config).mask
+    data = report.to_data()
+    for check in data["checks"]:
+        check["reason"] = mask(check["reason"])
+        check["fix"] = None if check["fix"] is None else mask(check["fix"])
+    if as_json:
+        print_json({"agent": name, **data})
+    else:
+        _print_checks(name, data)
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+def _spec_to_check(s: Session, name: str) -> dict[str, Any]:
+    """A named agent's spec, from the server when the CLI is its client, else the store."""
+    from cairn.agents.registry import load_agent_spec
+
+    remote = s.client()
+    if remote is not None:
+        found = {agent["name"]: agent for agent in remote.get("/api/agents")}
+        return load_agent_spec(name, named=lambda n: _without_name(found.get(n)))
+    from cairn.store.agents import lookup
+
+    with s.store() as store, store.begin() as conn:
+        return load_agent_spec(name, named=lookup(conn))
+
+
+def _without_name(listed: dict[str, Any] | None) -> dict[str, Any] | None:
+    return None if listed is None else {k: v for k, v in listed.items() if k != "name"}
+
+
+def _unnamed_spec(text: str) -> dict[str, Any]:
+    from cairn.agents.registry import load_agent_spec
+
+    return load_agent_spec(text)
+
+
+def _print_checks(name: str | None, data: dict[str, Any]) -> None:
+    model = data["model"] or "the CLI default"
+    title = f"agent {name}" if name else "agent"
+    console.print(f"{title} ({data['adapter']}, model {model})")
+    for check in data["checks"]:
+        console.print(f"  {check['status']:<8} {check['name']:<11} {check['reason']}")
+        if check["fix"]:
+            console.print(f"  {'':<8} {'':<11} to do: {check['fix']}")
+    verdict = "every check passed" if data["ok"] else "some checks failed: see `to do` above"
+    console.print(verdict)

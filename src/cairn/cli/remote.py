@@ -47,6 +47,7 @@ REMOTE_COMMANDS = frozenset(
         ("agent", "list"),
         ("agent", "add"),
         ("agent", "remove"),
+        ("agent", "check"),  # the named agent's spec from the server; the check runs here
         ("schedule", "list"),
         ("schedule", "add"),
         ("schedule", "remove"),

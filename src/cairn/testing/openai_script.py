@@ -43,6 +43,7 @@ class Fault(StrEnum):
     hang = "hang"  # never answers; the request stays open until the server closes
     server_error = "server_error"  # HTTP 500
     rate_limited = "rate_limited"  # HTTP 429, with a short retry-after
+    model_not_found = "model_not_found"  # HTTP 404: the server serves no such model
 
 
 @dataclass(frozen=True)

@@ -307,6 +307,11 @@ class _Handler(BaseHTTPRequestHandler):
         if answer.fault is Fault.rate_limited:
             self._send_error(429, "Rate limit reached (scripted).", kind="rate_limit_exceeded")
             return
+        if answer.fault is Fault.model_not_found:
+            model = str(request.body.get("model", "")) if isinstance(request.body, dict) else ""
+            message = f"The model `{model}` does not exist (scripted)."
+            self._send_error(404, message, kind="model_not_found", retry=False)
+            return
         assert request.conversation is not None and request.answer_index is not None
         body: dict[str, Any] = request.body
         completion_id, call_ids = self.owner.ids(request.conversation, request.answer_index, answer)
