@@ -19,6 +19,7 @@ from cairn.cli.context import (
     session,
 )
 from cairn.errors import UsageError, WorkspaceError
+from cairn.forges.rooms import forge_binding, forge_scope
 
 room_app = command_group("Manage rooms (a repository and base branch for a group).")
 SOLO_HINT = (
@@ -80,7 +81,7 @@ def room_create(
     from cairn.store.rooms import create_room
 
     s = session(ctx)
-    settings, scope = forge_options.forge_scope(
+    settings, scope = forge_scope(
         forge, forge_repo, forge_url, forge_token_env, forge_credential, delivery
     )
     with s.store() as store, store.begin() as conn:
@@ -92,7 +93,7 @@ def room_create(
                 raise UsageError("name the room's repository with --repo (or a forge: --forge)")
             location, branch = _binding(repo, base, s.config.git_timeout)
         else:
-            location, branch = forge_options.forge_binding(conn, settings, repo, base, s.config)
+            location, branch = forge_binding(conn, settings, repo, base, s.config)
         create_room(
             conn,
             name=name,
