@@ -14,8 +14,7 @@ from cairn.cli.context import (
     print_json,
     session,
 )
-from cairn.errors import InvalidState
-from cairn.forges.rooms import check_room, rooms_naming
+from cairn.forges.rooms import check_room
 
 credential_app = command_group("Store forge credentials, encrypted with CAIRN_SECRET_KEY.")
 
@@ -75,20 +74,20 @@ def credential_set(
     as_user: str | None = AS_OPTION,
 ) -> None:
     """Store a forge token under NAME, encrypted; the token is read from standard input."""
-    from cairn.forges.credentials import secret_key
-    from cairn.jobs.policy import require_group_admin
-    from cairn.store import identity
-    from cairn.store.credentials import CredentialCipher, set_credential
+    from cairn.jobs.forge_credentials import store_credential
 
     s = session(ctx)
-    cipher = CredentialCipher(secret_key(s.config))
+    remote = s.client(as_user)
     # Never an argument: those show in `ps` and in shell history.
     interactive = sys.stdin.isatty()
     token = typer.prompt("token", hide_input=True) if interactive else sys.stdin.readline()
-    with s.store() as store, store.begin() as conn:
-        owner = identity.get_group(conn, group)
-        require_group_admin(conn, owner, s.actor(as_user), "store forge credentials")
-        set_credential(conn, name, token, cipher)
+    if remote is not None:
+        remote.post("/api/credentials", {"name": name, "group": group, "secret": token})
+    else:
+        with s.store() as store, store.begin() as conn:
+            store_credential(
+                conn, name, token, group=group, actor=s.actor(as_user), config=s.config
+            )
     console.print(f"credential {name} stored, encrypted; a room names it with --forge-credential")
 
 
@@ -100,22 +99,17 @@ def credential_remove(
     as_user: str | None = AS_OPTION,
 ) -> None:
     """Remove stored credential NAME (a leaked or retired token); refused while a room names it."""
-    from cairn.jobs.policy import require_group_admin
-    from cairn.store import identity
-    from cairn.store.credentials import remove_credential
+    from urllib.parse import quote
+
+    from cairn.jobs.forge_credentials import drop_credential
 
     s = session(ctx)
-    with s.store() as store, store.begin() as conn:
-        owner = identity.get_group(conn, group)
-        require_group_admin(conn, owner, s.actor(as_user), "remove forge credentials")
-        users = rooms_naming(conn, name)
-        if users:
-            raise InvalidState(
-                f"credential {name} is still named by room {', '.join(users)}; those rooms "
-                "would fail to reach their forge. Store the new token under the same name "
-                "with `cairn credential set` instead, or remove it once no room names it"
-            )
-        remove_credential(conn, name)
+    remote = s.client(as_user)
+    if remote is not None:
+        remote.delete(f"/api/credentials/{quote(name, safe='')}?group={quote(group, safe='')}")
+    else:
+        with s.store() as store, store.begin() as conn:
+            drop_credential(conn, name, group=group, actor=s.actor(as_user))
     console.print(f"credential {name} removed")
 
 
@@ -124,8 +118,12 @@ def credential_list(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
     """List the stored credentials' names (never their values)."""
     from cairn.store.credentials import credential_names
 
-    with session(ctx).store() as store, store.begin() as conn:
-        names = credential_names(conn)
+    remote = session(ctx).client()
+    if remote is not None:
+        names = [str(n) for n in remote.get("/api/credentials")]
+    else:
+        with session(ctx).store() as store, store.begin() as conn:
+            names = credential_names(conn)
     if as_json:
         print_json(names)
         return

@@ -52,6 +52,16 @@ REMOTE_COMMANDS = frozenset(
         ("schedule", "remove"),
         ("schedule", "fire"),
         ("audit", "verify"),
+        ("audit", "head"),
+        ("audit", "log"),
+        ("user", "add"),
+        ("user", "token"),
+        ("user", "list"),
+        ("group", "add"),
+        ("group", "policy"),
+        ("credential", "set"),
+        ("credential", "list"),
+        ("credential", "remove"),
     }
 )
 GROUPS = frozenset({"user", "group", "room", "agent", "credential", "cache", "schedule", "audit"})
