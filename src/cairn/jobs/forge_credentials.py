@@ -21,10 +21,9 @@ def store_credential(
     from cairn.forges.credentials import secret_key
     from cairn.store.credentials import CredentialCipher, set_credential
 
-    cipher = CredentialCipher(secret_key(config))
     owner = identity.get_group(conn, group)
     require_group_admin(conn, owner, actor, "store forge credentials")
-    set_credential(conn, name, secret, cipher)
+    set_credential(conn, name, secret, CredentialCipher(secret_key(config)))
 
 
 def drop_credential(conn: sa.Connection, name: str, *, group: str, actor: str) -> None:
