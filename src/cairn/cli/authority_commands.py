@@ -212,7 +212,12 @@ def group_policy(
     s = session(ctx)
     settings = policy_settings(run, kinds, dependency, integration)
     remote = s.client(as_user)
-    if remote is not None:
+    if remote is not None and not settings:
+        before = after = GroupPolicy.parse(
+            remote.get(f"/api/groups/{quote(name, safe='')}")["policy"]
+        )
+        decision_id = None
+    elif remote is not None:
         path = f"/api/groups/{quote(name, safe='')}/policy"
         changed = remote.post(path, {"settings": settings, "reason": reason})
         before = GroupPolicy.parse(changed["before"])
