@@ -197,6 +197,10 @@ MATRIX: dict[str, Row] = {
         "POST", "/api/schedules/{name}/fire", statuses(401, 403, 403, 201), a_schedule
     ),
     "audit verify": Row("GET", "/api/audit/verify", statuses(401, 403, 200, 200)),
+    # Room sample has no forge: its admin is told so (422); nobody else learns that much.
+    "room check": Row(
+        "GET", "/api/rooms/{room}/check", statuses(401, 403, 403, 422), fields={"room": "sample"}
+    ),
     "audit head": Row("GET", "/api/audit/head", statuses(401, 403, 200, 200)),
     "audit log": Row("GET", "/api/audit/log", statuses(401, 403, 200, 200)),
     # Listing people names those of every group: an admin of some group, carol included.

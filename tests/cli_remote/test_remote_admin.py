@@ -128,11 +128,19 @@ def test_the_decision_ledger_reads_the_same_through_the_server(served: Served) -
     assert "only an admin of a group" in served.remote("alice", "audit", "log", expect=1)
 
 
+def test_room_check_goes_through_the_server_as_its_admin(served: Served) -> None:
+    refused = served.remote("alice", "room", "check", "sample", expect=1)
+    assert "only an admin of group default can check its rooms" in refused
+    local = served.cli("room", "check", "sample", expect=2)
+    said = served.remote("admin", "room", "check", "sample", expect=2)
+    assert said == local.stdout + local.stderr and "has no forge to check" in said
+
+
 def test_room_commands_still_run_on_the_host_only(served: Served) -> None:
     for args in (
         ("room", "create", "other", "--repo", "x"),
-        ("room", "check", "sample"),
         ("room", "rebind", "sample", "--repo", "x"),
+        ("room", "set-agent", "sample", "qwen"),
     ):
         said = served.remote("alice", *args, expect=2)
         assert "runs on the cairn host itself" in said and "Traceback" not in said, args

@@ -1,13 +1,15 @@
-"""Rooms and groups: those the token's user belongs to."""
+"""Rooms and groups: those the token's user belongs to, and a forge room's runner check."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import APIRouter, Path
 
 from cairn.api import visibility
 from cairn.api.deps import ServedDep, UserDep
 from cairn.api.errors import responses
-from cairn.api.schemas import GroupView, Health, RoomView
+from cairn.api.schemas import ROOM_NAME, GroupView, Health, RoomCheckView, RoomView
 
 router = APIRouter(prefix="/api", tags=["rooms"])
 health_router = APIRouter(prefix="/api", tags=["health"])
@@ -48,3 +50,28 @@ def list_groups(served: ServedDep, user: UserDep) -> list[GroupView]:
             GroupView.model_validate(describe_group(conn, group))
             for group in visibility.groups_of(conn, user)
         ]
+
+
+@router.get(
+    "/rooms/{room}/check",
+    response_model=RoomCheckView,
+    responses=responses(401, 403, 404, 422, 503),
+)
+def check_room(
+    room: Annotated[str, Path(pattern=ROOM_NAME, description="The room's name.")],
+    served: ServedDep,
+    user: UserDep,
+) -> RoomCheckView:
+    """Whether the room's forge credential reads the repository and pushes (an admin of it)."""
+    from cairn.forges.rooms import check_room as check
+    from cairn.jobs.policy import require_group_admin
+    from cairn.store import identity
+    from cairn.store.rooms import get_room
+
+    with served.store.begin() as conn:
+        found = get_room(conn, room)
+        owner = identity.get_group(conn, found.group_id)
+        require_group_admin(conn, owner, user.name, "check its rooms")
+        return RoomCheckView.model_validate(
+            check(conn, found.scope, found.base_branch, served.config)
+        )

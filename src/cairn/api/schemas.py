@@ -297,3 +297,19 @@ class HeadView(BaseModel):
 
     count: int
     head: str | None
+
+
+class CheckLine(BaseModel):
+    what: str
+    ok: bool
+    checked: bool
+    """False: not checked (an earlier line failed), and so never reported fine."""
+    why: str | None
+
+
+class RoomCheckView(BaseModel):
+    """What `cairn room check --json` prints: can the room's credential read and push."""
+
+    room_forge: str
+    ok: bool
+    checks: list[CheckLine]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from urllib.parse import quote
 
 import typer
 
@@ -48,11 +49,15 @@ def room_check(
     from cairn.store.rooms import get_room
 
     s = session(ctx)
-    with s.store() as store, store.begin() as conn:
-        room = get_room(conn, name)
-        owner = identity.get_group(conn, room.group_id)
-        require_group_admin(conn, owner, s.actor(as_user), "check its rooms")
-        report = check_room(conn, room.scope, room.base_branch, s.config)
+    remote = s.client(as_user)
+    if remote is not None:
+        report = remote.get(f"/api/rooms/{quote(name, safe='')}/check")
+    else:
+        with s.store() as store, store.begin() as conn:
+            room = get_room(conn, name)
+            owner = identity.get_group(conn, room.group_id)
+            require_group_admin(conn, owner, s.actor(as_user), "check its rooms")
+            report = check_room(conn, room.scope, room.base_branch, s.config)
     if as_json:
         print_json(report)
     else:

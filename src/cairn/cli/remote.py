@@ -40,6 +40,7 @@ REMOTE_COMMANDS = frozenset(
         ("resume",),
         ("retry",),
         ("room", "list"),
+        ("room", "check"),
         ("group", "list"),
         ("group", "show"),
         ("group", "member", "add"),
