@@ -201,6 +201,13 @@ MATRIX: dict[str, Row] = {
     "room check": Row(
         "GET", "/api/rooms/{room}/check", statuses(401, 403, 403, 422), fields={"room": "sample"}
     ),
+    "room agent": Row(
+        "PUT",
+        "/api/rooms/{room}/agent",
+        statuses(401, 403, 403, 200),
+        body={"agent": None},
+        fields={"room": "sample"},
+    ),
     "audit head": Row("GET", "/api/audit/head", statuses(401, 403, 200, 200)),
     "audit log": Row("GET", "/api/audit/log", statuses(401, 403, 200, 200)),
     # Listing people names those of every group: an admin of some group, carol included.

@@ -136,11 +136,25 @@ def test_room_check_goes_through_the_server_as_its_admin(served: Served) -> None
     assert said == local.stdout + local.stderr and "has no forge to check" in said
 
 
+def test_a_rooms_default_agent_is_set_through_the_server_by_its_admin(served: Served) -> None:
+    served.cli("agent", "add", "qwen", "--adapter", "openai", "--model", "q")
+    refused = served.remote("alice", "room", "set-agent", "sample", "qwen", expect=1)
+    assert "only an admin of group default can change its rooms' default agent" in refused
+    said = served.remote("admin", "room", "set-agent", "sample", "qwen")
+    assert said == "room sample: jobs submitted without --agent use agent qwen\n"
+    assert '"agent": "qwen"' in served.cli("room", "list", "--json").stdout
+    assert "there is no agent named" in served.remote(
+        "admin", "room", "set-agent", "sample", "nope", expect=1
+    )
+    cleared = served.remote("admin", "room", "set-agent", "sample", "--clear")
+    assert cleared == "room sample has no default agent now; each job names its own\n"
+    assert '"agent": null' in served.cli("room", "list", "--json").stdout
+
+
 def test_room_commands_still_run_on_the_host_only(served: Served) -> None:
     for args in (
         ("room", "create", "other", "--repo", "x"),
         ("room", "rebind", "sample", "--repo", "x"),
-        ("room", "set-agent", "sample", "qwen"),
     ):
         said = served.remote("alice", *args, expect=2)
         assert "runs on the cairn host itself" in said and "Traceback" not in said, args

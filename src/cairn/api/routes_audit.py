@@ -48,7 +48,7 @@ def head(served: ServedDep, user: UserDep) -> HeadView:
 def log(
     served: ServedDep,
     user: UserDep,
-    job: Annotated[int | None, Query(ge=1, le=2**62, description="Only this job's.")] = None,
+    job: Annotated[int | None, Query(ge=1, le=2**31 - 1, description="Only this job's.")] = None,
     policy: Annotated[bool, Query(description="Only group policy changes.")] = False,
 ) -> list[DecisionRow]:
     """Decisions oldest first: gate decisions and policy changes (an admin of some group)."""

@@ -9,9 +9,18 @@ from fastapi import APIRouter, Path
 from cairn.api import visibility
 from cairn.api.deps import ServedDep, UserDep
 from cairn.api.errors import responses
-from cairn.api.schemas import ROOM_NAME, GroupView, Health, RoomCheckView, RoomView
+from cairn.api.schemas import (
+    ROOM_NAME,
+    GroupView,
+    Health,
+    RoomAgentBody,
+    RoomAgentView,
+    RoomCheckView,
+    RoomView,
+)
 
 router = APIRouter(prefix="/api", tags=["rooms"])
+RoomName = Annotated[str, Path(pattern=ROOM_NAME, description="The room's name.")]
 health_router = APIRouter(prefix="/api", tags=["health"])
 
 
@@ -58,7 +67,7 @@ def list_groups(served: ServedDep, user: UserDep) -> list[GroupView]:
     responses=responses(401, 403, 404, 422, 503),
 )
 def check_room(
-    room: Annotated[str, Path(pattern=ROOM_NAME, description="The room's name.")],
+    room: RoomName,
     served: ServedDep,
     user: UserDep,
 ) -> RoomCheckView:
@@ -75,3 +84,19 @@ def check_room(
         return RoomCheckView.model_validate(
             check(conn, found.scope, found.base_branch, served.config)
         )
+
+
+@router.put(
+    "/rooms/{room}/agent",
+    response_model=RoomAgentView,
+    responses=responses(401, 403, 404, 422, 503),
+)
+def set_agent(
+    room: RoomName, body: RoomAgentBody, served: ServedDep, user: UserDep
+) -> RoomAgentView:
+    """Name or clear the room's default agent (an admin of the room's group)."""
+    from cairn.jobs.room_settings import set_room_agent
+
+    with served.store.begin() as conn:
+        default = set_room_agent(conn, room, body.agent, user.name)
+    return RoomAgentView(room=room, agent=default)

@@ -313,3 +313,15 @@ class RoomCheckView(BaseModel):
     room_forge: str
     ok: bool
     checks: list[CheckLine]
+
+
+class RoomAgentBody(Body):
+    agent: str | None = Field(
+        description="The named agent the room's jobs use when they name none; null clears it.",
+        max_length=40,
+    )
+
+
+class RoomAgentView(BaseModel):
+    room: str
+    agent: str | None

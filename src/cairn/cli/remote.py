@@ -41,6 +41,7 @@ REMOTE_COMMANDS = frozenset(
         ("retry",),
         ("room", "list"),
         ("room", "check"),
+        ("room", "set-agent"),
         ("group", "list"),
         ("group", "show"),
         ("group", "member", "add"),
@@ -160,6 +161,10 @@ class Remote:
         """The JSON of a POST, or the error the server answered with."""
         return self._call("POST", path, body=body)
 
+    def put(self, path: str, body: Mapping[str, Any]) -> Any:
+        """The JSON of a PUT (`None` values sent as null), or the error the server answered with."""
+        return self._call("PUT", path, body=body, keep_none=True)
+
     def delete(self, path: str) -> Any:
         """The JSON of a DELETE, or the error the server answered with."""
         return self._call("DELETE", path)
@@ -171,6 +176,7 @@ class Remote:
         *,
         params: Mapping[str, Any] | None = None,
         body: Mapping[str, Any] | None = None,
+        keep_none: bool = False,
     ) -> Any:
         import httpx
 
@@ -181,7 +187,9 @@ class Remote:
                     method,
                     path,
                     params={k: v for k, v in (params or {}).items() if v is not None},
-                    json=None if body is None else {k: v for k, v in body.items() if v is not None},
+                    json=None
+                    if body is None
+                    else {k: v for k, v in body.items() if keep_none or v is not None},
                     headers=headers,
                 )
         except httpx.HTTPError as exc:
