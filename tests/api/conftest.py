@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import httpx
 import pytest
 import uvicorn
+from pydantic import SecretStr
 
 from authority.conftest import team  # noqa: F401  (the installation, people and room)
 from cairn.api import create_app
@@ -27,6 +28,7 @@ from cairn.store import Store, identity
 from cairn.testing.harness import Cairn
 
 PEOPLE = ("admin", "bob", "alice", "carol")
+SECRET_KEY = "a-long-secret-key-for-the-api-tests"
 
 
 @dataclass
@@ -78,7 +80,9 @@ def api(team: Cairn, store: Store) -> Iterator[Api]:  # noqa: F811
         tokens = {
             name: identity.issue_token(conn, identity.get_user(conn, name).id) for name in PEOPLE
         }
-    app = create_app(team.config, store=store)
+    # A key for stored forge credentials, as a host that keeps them sets CAIRN_SECRET_KEY.
+    config = team.config.model_copy(update={"secret_key": SecretStr(SECRET_KEY)})
+    app = create_app(config, store=store)
     with serve(app) as url:
         made = Api(url=url, team=team, tokens=tokens)
         yield made

@@ -77,12 +77,20 @@ def test_no_answer_of_any_endpoint_carries_a_planted_secret(api: Api) -> None:
         # A planted value in a field that refuses it: the 422 names the field, not the value.
         bad = {"room": "sample", "request": "r", "script": script, "kind": planted.text}
         shown.append(("refused submit", alice.post("/api/jobs", json=bad).json()))
+        # A credential's secret goes in and never comes back, neither stored nor listed.
+        stored = {"name": f"bot{n}", "group": "default", "secret": planted.text}
+        shown.append(("store credential", bob.post("/api/credentials", json=stored).json()))
+        policy = {"settings": {"dependency_approval": ["admin", "member"][n % 2]}}
+        policy["reason"] = planted.text
+        shown.append(("change policy", bob.post("/api/groups/default/policy", json=policy).json()))
+        refused = {"name": planted.text[:60], "group": "default"}
+        shown.append(("refused user", bob.post("/api/users", json=refused).json()))
         replied = bob.post(f"/api/jobs/{job}/reply", json={"message": planted.text})
         shown.append(("reply", replied.json()))
         for method, path in sorted(api_routes(api)):
             if method != "GET" or path.endswith("/events"):
                 continue
-            url = path.format(job_id=job, group="default")
+            url = path.format(job_id=job, group="default", room="sample")
             shown.extend((f"GET {path}", c.get(url).json()) for c in (alice, bob))
         kept = tuple(s for s in planted.secrets if s not in planted.environ.values())
         for where, answer in shown:

@@ -13,11 +13,13 @@ from cairn.api import (
     events,
     routes_agents,
     routes_audit,
+    routes_credentials,
     routes_dependencies,
     routes_groups,
     routes_jobs,
     routes_rooms,
     routes_schedules,
+    routes_users,
 )
 from cairn.api.deps import Served
 from cairn.api.event_hub import EventHub
@@ -67,6 +69,8 @@ def create_app(
         routes_agents.router,
         routes_schedules.router,
         routes_audit.router,
+        routes_users.router,
+        routes_credentials.router,
         events.router,
     ):
         app.include_router(router)

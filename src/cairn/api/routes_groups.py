@@ -8,7 +8,15 @@ from fastapi import APIRouter, Path
 
 from cairn.api.deps import ServedDep, UserDep
 from cairn.api.errors import responses
-from cairn.api.schemas import NAME, GroupView, MemberBody, MembershipView
+from cairn.api.schemas import (
+    NAME,
+    GroupBody,
+    GroupView,
+    MemberBody,
+    MembershipView,
+    PolicyBody,
+    PolicyView,
+)
 from cairn.errors import NotAllowed
 from cairn.store import identity
 
@@ -16,6 +24,47 @@ router = APIRouter(prefix="/api/groups", tags=["groups"])
 GroupName = Annotated[str, Path(pattern=NAME, description="The group's name.")]
 UserName = Annotated[str, Path(pattern=NAME, description="The user's name.")]
 CHANGE = responses(401, 403, 404, 422, 503)
+
+
+@router.post(
+    "", response_model=GroupView, status_code=201, responses=responses(401, 403, 409, 422, 503)
+)
+def add_group(body: GroupBody, served: ServedDep, user: UserDep) -> GroupView:
+    """A new group with the caller as its first admin (an admin of some group creates one)."""
+    from cairn.jobs.people import create_group, describe_group
+    from cairn.jobs.policy import GroupPolicy
+
+    settings = body.policy.model_dump(exclude_none=True) if body.policy else {}
+    policy = GroupPolicy.parse(settings)
+    with served.store.begin() as conn:
+        made = create_group(conn, body.name, user.name, policy)
+        return GroupView.model_validate(describe_group(conn, made))
+
+
+@router.post("/{group}/policy", response_model=PolicyView, responses=CHANGE)
+def change_policy(
+    group: GroupName, body: PolicyBody, served: ServedDep, user: UserDep
+) -> PolicyView:
+    """Change some of the group's policy (an admin of it); every change is a recorded decision."""
+    from cairn.jobs import policy
+
+    settings = body.settings.model_dump(exclude_none=True)
+    with served.store.begin() as conn:
+        found = identity.get_group(conn, group)
+        before = policy.GroupPolicy.of(found)
+        if settings:
+            found, decision = policy.change_policy(conn, group, user.name, settings, body.reason)
+        else:
+            policy.require_group_admin(conn, found, user.name, "change its policy")
+            decision = None
+    after = policy.GroupPolicy.of(found)
+    return PolicyView(
+        group=found.name,
+        policy=after.to_dict(),
+        policy_text=after.describe(),
+        before=before.to_dict(),
+        decision=decision.id if decision else None,
+    )
 
 
 @router.get("/{group}", response_model=GroupView, responses=CHANGE)

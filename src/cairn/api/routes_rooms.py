@@ -1,15 +1,26 @@
-"""Rooms and groups: those the token's user belongs to."""
+"""Rooms and groups: those the token's user belongs to, and a forge room's runner check."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import APIRouter, Path
 
 from cairn.api import visibility
 from cairn.api.deps import ServedDep, UserDep
 from cairn.api.errors import responses
-from cairn.api.schemas import GroupView, Health, RoomView
+from cairn.api.schemas import (
+    ROOM_NAME,
+    GroupView,
+    Health,
+    RoomAgentBody,
+    RoomAgentView,
+    RoomCheckView,
+    RoomView,
+)
 
 router = APIRouter(prefix="/api", tags=["rooms"])
+RoomName = Annotated[str, Path(pattern=ROOM_NAME, description="The room's name.")]
 health_router = APIRouter(prefix="/api", tags=["health"])
 
 
@@ -48,3 +59,44 @@ def list_groups(served: ServedDep, user: UserDep) -> list[GroupView]:
             GroupView.model_validate(describe_group(conn, group))
             for group in visibility.groups_of(conn, user)
         ]
+
+
+@router.get(
+    "/rooms/{room}/check",
+    response_model=RoomCheckView,
+    responses=responses(401, 403, 404, 422, 503),
+)
+def check_room(
+    room: RoomName,
+    served: ServedDep,
+    user: UserDep,
+) -> RoomCheckView:
+    """Whether the room's forge credential reads the repository and pushes (an admin of it)."""
+    from cairn.forges.rooms import check_room as check
+    from cairn.jobs.policy import require_group_admin
+    from cairn.store import identity
+    from cairn.store.rooms import get_room
+
+    with served.store.begin() as conn:
+        found = get_room(conn, room)
+        owner = identity.get_group(conn, found.group_id)
+        require_group_admin(conn, owner, user.name, "check its rooms")
+        return RoomCheckView.model_validate(
+            check(conn, found.scope, found.base_branch, served.config)
+        )
+
+
+@router.put(
+    "/rooms/{room}/agent",
+    response_model=RoomAgentView,
+    responses=responses(401, 403, 404, 422, 503),
+)
+def set_agent(
+    room: RoomName, body: RoomAgentBody, served: ServedDep, user: UserDep
+) -> RoomAgentView:
+    """Name or clear the room's default agent (an admin of the room's group)."""
+    from cairn.jobs.room_settings import set_room_agent
+
+    with served.store.begin() as conn:
+        default = set_room_agent(conn, room, body.agent, user.name)
+    return RoomAgentView(room=room, agent=default)

@@ -200,3 +200,128 @@ class ChainView(BaseModel):
     broken_id: int | None
     problem: str | None
     head_in_chain: bool | None = None
+
+
+class UserBody(Body):
+    """A new user, as `cairn user add` takes them."""
+
+    name: str = Field(pattern=NAME, description="The new user's name.")
+    group: str = Field("default", pattern=NAME, description="The group to add them to.")
+    role: Literal["member", "admin"] = "member"
+
+
+class UserMade(BaseModel):
+    """A new user and their API token: shown this once, to the admin who added them."""
+
+    name: str
+    group: str
+    role: str
+    token: str
+
+
+class TokenView(BaseModel):
+    """A user's new API token, shown this once; the old one no longer works."""
+
+    name: str
+    token: str
+
+
+class UserRow(BaseModel):
+    """A user, their groups with their role in each, and whether they hold a token (never it)."""
+
+    name: str
+    groups: dict[str, str]
+    has_token: bool
+
+
+class PolicySettings(Body):
+    """Group policy settings as `cairn group add/policy` takes them; unset ones left alone."""
+
+    run_approval: Literal["admin", "auto"] | None = None
+    auto_approve_kinds: list[Literal["interactive", "scheduled"]] | None = Field(None, max_length=2)
+    dependency_approval: Literal["admin", "member"] | None = None
+    integration: Literal["admin"] | None = None
+
+
+class GroupBody(Body):
+    name: str = Field(pattern=NAME, description="The new group's name.")
+    policy: PolicySettings | None = None
+    """The policy's settings; unset ones take the strict default."""
+
+
+class PolicyBody(Body):
+    settings: PolicySettings
+    reason: str | None = Field(None, max_length=REASON_LIMIT, description="Why the change.")
+
+
+class PolicyView(BaseModel):
+    """A group's policy after a change, the one before, and the decision that records it."""
+
+    group: str
+    policy: dict[str, Any]
+    policy_text: str
+    before: dict[str, Any]
+    decision: int | None
+    """None when the policy already was what was asked: nothing changed, nothing recorded."""
+
+
+class CredentialBody(Body):
+    """A forge token to store encrypted; the answer never carries it back."""
+
+    name: str = Field(pattern=NAME, description="The name a room's --forge-credential uses.")
+    group: str = Field("default", pattern=NAME, description="The group whose admin you are.")
+    secret: str = Field(
+        min_length=1, max_length=4096, pattern=r"^[^\x00]+$", description="The forge token."
+    )
+
+
+class CredentialView(BaseModel):
+    name: str
+
+
+class DecisionRow(BaseModel):
+    """A decision as `cairn audit log --json` prints it."""
+
+    id: int
+    job: int | None
+    gate: str
+    verdict: str
+    actor: str
+    reason: str | None
+    policy: str | None
+    at: str
+
+
+class HeadView(BaseModel):
+    """What `cairn audit head --json` prints: the count and head hash to keep elsewhere."""
+
+    count: int
+    head: str | None
+
+
+class CheckLine(BaseModel):
+    what: str
+    ok: bool
+    checked: bool
+    """False: not checked (an earlier line failed), and so never reported fine."""
+    why: str | None
+
+
+class RoomCheckView(BaseModel):
+    """What `cairn room check --json` prints: can the room's credential read and push."""
+
+    room_forge: str
+    ok: bool
+    checks: list[CheckLine]
+
+
+class RoomAgentBody(Body):
+    agent: str | None = Field(
+        description="The named agent the room's jobs use when they name none; null clears it.",
+        max_length=40,
+    )
+
+
+class RoomAgentView(BaseModel):
+    room: str
+    agent: str | None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote
 
 import typer
@@ -16,9 +16,6 @@ from cairn.cli.context import (
     print_json,
     session,
 )
-
-if TYPE_CHECKING:
-    from cairn.store.records import Decision
 
 user_app = command_group("Manage users and their API tokens.")
 group_app = command_group("Manage groups, their members and their policy.")
@@ -71,9 +68,14 @@ def user_add(
 
     s = session(ctx)
     role = "admin" if admin else "member"
-    with s.store() as store, store.begin() as conn:
-        user, token = people.create_user(conn, name, s.actor(as_user), group=group, role=role)
-    name = user.name  # the canonical (case-folded) name is the one to use from now on
+    remote = s.client(as_user)
+    if remote is not None:
+        made = remote.post("/api/users", {"name": name, "group": group, "role": role})
+        name, token = str(made["name"]), str(made["token"])
+    else:
+        with s.store() as store, store.begin() as conn:
+            user, token = people.create_user(conn, name, s.actor(as_user), group=group, role=role)
+        name = user.name  # the canonical (case-folded) name is the one to use from now on
     if as_json:
         print_json({"name": name, "group": group, "role": role, "token": token})
         return
@@ -90,8 +92,12 @@ def user_token(
     from cairn.jobs import people
 
     s = session(ctx)
-    with s.store() as store, store.begin() as conn:
-        token = people.rotate_token(conn, name, s.actor(as_user))
+    remote = s.client(as_user)
+    if remote is not None:
+        token = str(remote.post(f"/api/users/{quote(name, safe='')}/token")["token"])
+    else:
+        with s.store() as store, store.begin() as conn:
+            token = people.rotate_token(conn, name, s.actor(as_user))
     if as_json:
         print_json({"name": name, "token": token})
         return
@@ -102,17 +108,14 @@ def user_token(
 @user_app.command("list")
 def user_list(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
     """List users, their groups and roles, and whether they hold an API token."""
-    from cairn.store import identity
+    from cairn.jobs import people
 
-    with session(ctx).store() as store, store.begin() as conn:
-        rows: list[dict[str, Any]] = [
-            {
-                "name": user.name,
-                "groups": {g.name: role for g, role in identity.memberships_of(conn, user.id)},
-                "has_token": identity.has_token(conn, user.id),
-            }
-            for user in identity.list_users(conn)
-        ]
+    remote = session(ctx).client()
+    if remote is not None:
+        rows: list[dict[str, Any]] = list(remote.get("/api/users"))
+    else:
+        with session(ctx).store() as store, store.begin() as conn:
+            rows = people.user_rows(conn)
     if as_json:
         print_json(rows)
         return
@@ -136,10 +139,17 @@ def group_add(
     from cairn.jobs.policy import GroupPolicy
 
     s = session(ctx)
-    policy = GroupPolicy.parse(policy_settings(run, kinds, dependency, integration))
-    with s.store() as store, store.begin() as conn:
-        people.create_group(conn, name, s.actor(as_user), policy)
-    console.print(f"group {name} created with admin {s.actor(as_user)}: {policy.describe()}")
+    settings = policy_settings(run, kinds, dependency, integration)
+    policy = GroupPolicy.parse(settings)
+    remote = s.client(as_user)
+    if remote is not None:
+        made = remote.post("/api/groups", {"name": name, "policy": settings})
+        admin = str(made["members"][0]["name"])
+    else:
+        with s.store() as store, store.begin() as conn:
+            people.create_group(conn, name, s.actor(as_user), policy)
+        admin = s.actor(as_user)
+    console.print(f"group {name} created with admin {admin}: {policy.describe()}")
 
 
 @group_app.command("list")
@@ -201,19 +211,33 @@ def group_policy(
 
     s = session(ctx)
     settings = policy_settings(run, kinds, dependency, integration)
-    with s.store() as store, store.begin() as conn:
-        before = GroupPolicy.of(identity.get_group(conn, name))
-        decision = None
-        if settings:
-            group, decision = change_policy(conn, name, s.actor(as_user), settings, reason)
-            after = GroupPolicy.of(group)
-        else:
-            after = before
+    remote = s.client(as_user)
+    if remote is not None and not settings:
+        before = after = GroupPolicy.parse(
+            remote.get(f"/api/groups/{quote(name, safe='')}")["policy"]
+        )
+        decision_id = None
+    elif remote is not None:
+        path = f"/api/groups/{quote(name, safe='')}/policy"
+        changed = remote.post(path, {"settings": settings, "reason": reason})
+        before = GroupPolicy.parse(changed["before"])
+        after = GroupPolicy.parse(changed["policy"])
+        decision_id = changed["decision"]
+    else:
+        with s.store() as store, store.begin() as conn:
+            before = GroupPolicy.of(identity.get_group(conn, name))
+            decision = None
+            if settings:
+                group, decision = change_policy(conn, name, s.actor(as_user), settings, reason)
+                after = GroupPolicy.of(group)
+            else:
+                after = before
+        decision_id = decision.id if decision else None
     if as_json:
-        print_json(after.to_dict() | {"decision": decision.id if decision else None})
+        print_json(after.to_dict() | {"decision": decision_id})
     elif not settings:
         console.print(f"group {name}: {after.describe()}")
-    elif decision is None:
+    elif decision_id is None:
         console.print(f"group {name} already has that policy; nothing changed")
     else:
         console.print(f"group {name}: {after.describe()} (was {before.describe()})")
@@ -272,19 +296,15 @@ def audit_log(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """List decisions, oldest first: gate decisions on jobs and group policy changes."""
-    import sqlalchemy as sa
+    from cairn.jobs.decision_log import decision_rows
 
-    from cairn.jobs.policy import POLICY_GATE
-    from cairn.store.records import Decision
-    from cairn.store.schema import decisions as decisions_table
-
-    query = sa.select(decisions_table).order_by(decisions_table.c.id)
-    if job is not None:
-        query = query.where(decisions_table.c.job_id == job)
-    if policy_only:
-        query = query.where(decisions_table.c.gate == POLICY_GATE)
-    with session(ctx).store() as store, store.begin() as conn:
-        rows = [_decision_record(Decision.from_row(r)) for r in conn.execute(query)]
+    remote = session(ctx).client()
+    if remote is not None:
+        params = {"job": job, "policy": "true" if policy_only else None}
+        rows = list(remote.get("/api/audit/log", params))
+    else:
+        with session(ctx).store() as store, store.begin() as conn:
+            rows = decision_rows(conn, job=job, policy_only=policy_only)
     if as_json:
         print_json(rows)
         return
@@ -297,16 +317,3 @@ def audit_log(
         )
         if row["policy"]:
             console.print(f"      under {row['policy']}")
-
-
-def _decision_record(decision: Decision) -> dict[str, Any]:
-    return {
-        "id": decision.id,
-        "job": decision.job_id,
-        "gate": decision.gate,
-        "verdict": decision.verdict,
-        "actor": decision.actor,
-        "reason": decision.reason,
-        "policy": decision.policy,
-        "at": decision.at.isoformat(),
-    }

@@ -18,7 +18,7 @@ from cairn.cli.context import (
     print_json,
     session,
 )
-from cairn.errors import InvalidState, UsageError
+from cairn.errors import UsageError
 from cairn.stages import Status
 
 if TYPE_CHECKING:
@@ -254,19 +254,18 @@ def audit_verify(
 
 def audit_head(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
     """Print the decision count and the chain's head hash, to keep somewhere else."""
-    from cairn.store import decisions
+    from cairn.jobs.decision_log import chain_head
 
-    with session(ctx).store() as store, store.begin() as conn:
-        report = decisions.verify_chain(conn)
-    if not report.ok:
-        raise InvalidState(
-            f"decision {report.broken_id} is broken ({report.problem}); a broken chain has no "
-            "head worth keeping. `cairn audit verify` names what is wrong"
-        )
-    if as_json:
-        print_json({"count": report.checked, "head": report.head})
+    remote = session(ctx).client()
+    if remote is not None:
+        head = remote.get("/api/audit/head")
     else:
-        typer.echo(f"{report.checked} decisions, head {report.head}")
+        with session(ctx).store() as store, store.begin() as conn:
+            head = chain_head(conn)
+    if as_json:
+        print_json({"count": head["count"], "head": head["head"]})
+    else:
+        typer.echo(f"{head['count']} decisions, head {head['head']}")
 
 
 def _submit(

@@ -40,6 +40,8 @@ REMOTE_COMMANDS = frozenset(
         ("resume",),
         ("retry",),
         ("room", "list"),
+        ("room", "check"),
+        ("room", "set-agent"),
         ("group", "list"),
         ("group", "show"),
         ("group", "member", "add"),
@@ -53,6 +55,16 @@ REMOTE_COMMANDS = frozenset(
         ("schedule", "remove"),
         ("schedule", "fire"),
         ("audit", "verify"),
+        ("audit", "head"),
+        ("audit", "log"),
+        ("user", "add"),
+        ("user", "token"),
+        ("user", "list"),
+        ("group", "add"),
+        ("group", "policy"),
+        ("credential", "set"),
+        ("credential", "list"),
+        ("credential", "remove"),
     }
 )
 GROUPS = frozenset({"user", "group", "room", "agent", "credential", "cache", "schedule", "audit"})
@@ -150,6 +162,10 @@ class Remote:
         """The JSON of a POST, or the error the server answered with."""
         return self._call("POST", path, body=body)
 
+    def put(self, path: str, body: Mapping[str, Any]) -> Any:
+        """The JSON of a PUT (`None` values sent as null), or the error the server answered with."""
+        return self._call("PUT", path, body=body, keep_none=True)
+
     def delete(self, path: str) -> Any:
         """The JSON of a DELETE, or the error the server answered with."""
         return self._call("DELETE", path)
@@ -161,6 +177,7 @@ class Remote:
         *,
         params: Mapping[str, Any] | None = None,
         body: Mapping[str, Any] | None = None,
+        keep_none: bool = False,
     ) -> Any:
         import httpx
 
@@ -171,7 +188,9 @@ class Remote:
                     method,
                     path,
                     params={k: v for k, v in (params or {}).items() if v is not None},
-                    json=None if body is None else {k: v for k, v in body.items() if v is not None},
+                    json=None
+                    if body is None
+                    else {k: v for k, v in body.items() if keep_none or v is not None},
                     headers=headers,
                 )
         except httpx.HTTPError as exc:

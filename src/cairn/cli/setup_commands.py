@@ -19,6 +19,7 @@ from cairn.cli.context import (
     session,
 )
 from cairn.errors import UsageError, WorkspaceError
+from cairn.forges.rooms import forge_binding, forge_scope
 
 room_app = command_group("Manage rooms (a repository and base branch for a group).")
 SOLO_HINT = (
@@ -80,7 +81,7 @@ def room_create(
     from cairn.store.rooms import create_room
 
     s = session(ctx)
-    settings, scope = forge_options.forge_scope(
+    settings, scope = forge_scope(
         forge, forge_repo, forge_url, forge_token_env, forge_credential, delivery
     )
     with s.store() as store, store.begin() as conn:
@@ -92,7 +93,7 @@ def room_create(
                 raise UsageError("name the room's repository with --repo (or a forge: --forge)")
             location, branch = _binding(repo, base, s.config.git_timeout)
         else:
-            location, branch = forge_options.forge_binding(conn, settings, repo, base, s.config)
+            location, branch = forge_binding(conn, settings, repo, base, s.config)
         create_room(
             conn,
             name=name,
@@ -117,19 +118,20 @@ def room_set_agent(
     as_user: str | None = AS_OPTION,
 ) -> None:
     """Give a room a default agent for jobs submitted without --agent (an admin decides)."""
-    from cairn.jobs.policy import require_group_admin
-    from cairn.store import agents, identity
-    from cairn.store.rooms import get_room, set_default_agent
+    from urllib.parse import quote
+
+    from cairn.jobs.room_settings import set_room_agent
 
     if (agent is None) == (not clear):
         raise UsageError("name the room's default agent, or pass --clear to remove it")
     s = session(ctx)
-    with s.store() as store, store.begin() as conn:
-        room = get_room(conn, name)
-        owner = identity.get_group(conn, room.group_id)
-        require_group_admin(conn, owner, s.actor(as_user), "change its rooms' default agent")
-        default = agents.get_agent(conn, agents.check_name(agent)).name if agent else None
-        set_default_agent(conn, room.id, default)
+    remote = s.client(as_user)
+    if remote is not None:
+        answer = remote.put(f"/api/rooms/{quote(name, safe='')}/agent", {"agent": agent})
+        default = answer["agent"]
+    else:
+        with s.store() as store, store.begin() as conn:
+            default = set_room_agent(conn, name, agent, s.actor(as_user))
     if default:
         console.print(f"room {name}: jobs submitted without --agent use agent {default}")
     else:

@@ -25,6 +25,18 @@ def create_user(
     return user, ledger.issue_token(conn, user.id)
 
 
+def user_rows(conn: sa.Connection) -> list[dict[str, Any]]:
+    """Every user with their groups and roles, and whether they hold a token (never the token)."""
+    return [
+        {
+            "name": user.name,
+            "groups": {g.name: str(role) for g, role in ledger.memberships_of(conn, user.id)},
+            "has_token": ledger.has_token(conn, user.id),
+        }
+        for user in ledger.list_users(conn)
+    ]
+
+
 def rotate_token(conn: sa.Connection, name: str, actor: str) -> str:
     """Replace the user's API token: the user themself, or an admin of one of their groups."""
     user = ledger.get_user(conn, name)

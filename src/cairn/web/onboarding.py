@@ -121,7 +121,7 @@ def connect_room(
     base: Annotated[str, Form(max_length=200)] = "main",
 ) -> Response:
     """A new room bound to the forge repository, read with the group's stored authorization."""
-    from cairn.cli.forge_commands import forge_binding, forge_scope
+    from cairn.forges.rooms import forge_binding, forge_scope
 
     served = served_of(request)
     forge = web_state(request).forge_app
@@ -146,7 +146,7 @@ def connect_room(
 
 def _state(served: Served, group: Group) -> dict[str, Any]:
     """Where the group's onboarding really stands: authorization, room, runner check."""
-    from cairn.cli.forge_commands import _check
+    from cairn.forges.rooms import check_room
 
     with served.store.begin() as conn:
         connected = credential_name(group) in credentials.credential_names(conn)
@@ -157,9 +157,8 @@ def _state(served: Served, group: Group) -> dict[str, Any]:
         checks: list[dict[str, Any]] = []
         for room in rooms:
             try:
-                checks.append(
-                    {"room": room.name, **_check(conn, room.scope, room.base_branch, served.config)}
-                )
+                report = check_room(conn, room.scope, room.base_branch, served.config)
+                checks.append({"room": room.name, **report})
             except CairnError as exc:
                 checks.append({"room": room.name, "ok": False, "checks": [], "error": str(exc)})
     stage = "check" if rooms else "repository" if connected else "authorize"

@@ -1,5 +1,5 @@
-/* cairn's pages: live feed cards (SSE, with polling when the stream fails), line comments,
-   and repository onboarding's window and resume marker. No inline script: the CSP forbids it. */
+/* cairn's pages: live feed cards and job pages (SSE, with polling when the stream fails),
+   line comments, and repository onboarding's window and resume marker. No inline script: the CSP forbids it. */
 (function () {
   "use strict";
 
@@ -11,10 +11,9 @@
     body.dataset[name] = String(Number(body.dataset[name] || "0") + 1);
   }
 
-  /* The feed: the room's progress stream says which job moved; its card re-fetches itself. */
-  function liveFeed(roomId) {
-    var feed = document.getElementById("feed");
-    var state = document.getElementById("live-state");
+  /* A progress stream with its fallback: while the stream fails, `refreshAll` runs every 10 s
+     and the stream is tried again; once it opens, polling stops and one refresh catches up. */
+  function liveStream(url, state, liveText, onEvent, refreshAll) {
     var after = body.dataset.after || "0";
     var source = null;
     var timer = null;
@@ -24,32 +23,22 @@
       if (state) state.textContent = text;
     }
 
-    function refreshAll() {
-      htmx.trigger(feed, "cairn:refresh");
-    }
-
     function connect() {
-      var opening = new EventSource("/rooms/" + roomId + "/events?after=" + after);
+      var opening = new EventSource(url + "?after=" + after);
       source = opening;
       opening.onopen = function () {
         if (source !== opening) return;
         count("streamOpens");
         var wasPolling = timer !== null;
         if (timer !== null) { clearInterval(timer); timer = null; }
-        say("stream", "Live: cards update as jobs move.");
+        say("stream", liveText);
         if (wasPolling) refreshAll();
       };
       opening.onmessage = function (message) {
         var event;
         try { event = JSON.parse(message.data); } catch (e) { return; }
         if (message.lastEventId) after = message.lastEventId;
-        var card = document.getElementById("job-" + event.job);
-        if (card) {
-          htmx.trigger(card, "cairn:refresh");
-        } else {
-          count("streamRefreshes");
-          refreshAll();
-        }
+        onEvent(event);
       };
       opening.onerror = function () {
         if (source !== opening) return;
@@ -70,6 +59,37 @@
     }
 
     connect();
+  }
+
+  /* The feed: the room's progress stream says which job moved; its card re-fetches itself. */
+  function liveFeed(roomId) {
+    var feed = document.getElementById("feed");
+
+    function refreshAll() {
+      htmx.trigger(feed, "cairn:refresh");
+    }
+
+    liveStream("/rooms/" + roomId + "/events", document.getElementById("live-state"),
+      "Live: cards update as jobs move.", function (event) {
+        var card = document.getElementById("job-" + event.job);
+        if (card) {
+          htmx.trigger(card, "cairn:refresh");
+        } else {
+          count("streamRefreshes");
+          refreshAll();
+        }
+      }, refreshAll);
+  }
+
+  /* The job page: each progress event (or poll) re-fetches the stage, gate and timeline. */
+  function liveJob(jobId) {
+    function refresh() {
+      var progress = document.getElementById("progress");
+      if (progress) htmx.trigger(progress, "cairn:refresh");
+    }
+
+    liveStream("/jobs/" + jobId + "/events", document.getElementById("live-state"),
+      "Live: this page updates as the job moves.", function () { count("streamRefreshes"); refresh(); }, refresh);
   }
 
   /* Line comments: each + button adds one labelled comment field to the review form. */
@@ -212,6 +232,7 @@
 
   document.addEventListener("DOMContentLoaded", function () {
     if (body.dataset.feed) liveFeed(body.dataset.feed);
+    if (body.dataset.jobPage) liveJob(body.dataset.jobPage);
     lineComments();
     if (document.querySelector("[data-onboarding]") === body) onboarding();
     if (body.dataset.oauthDone) oauthDone();
