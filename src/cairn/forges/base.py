@@ -118,7 +118,10 @@ class Forge(Protocol):
         """The pull request with its checks (on its head commit) and reviews."""
         ...
 
-    def update(self, number: int, action: PullAction, text: str | None = None) -> PullRequest:
+    def update(
+        self, number: int, action: PullAction, text: str | None = None, *, sha: str | None = None
+    ) -> PullRequest:
         """Comment on, close, mark ready or merge the pull request; merging respects branch
-        protection (a refusal is a ForgeError saying why)."""
+        protection (a refusal is a ForgeError saying why) and, with `sha`, happens only while
+        the head is still that commit: what was approved, not what was pushed on top since."""
         ...

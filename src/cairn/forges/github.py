@@ -94,7 +94,9 @@ class GitHubForge:
         checks = self._checks(pull.head_sha) if pull.head_sha else ()
         return replace(pull, checks=checks, reviews=tuple(_review(r) for r in reviews))
 
-    def update(self, number: int, action: PullAction, text: str | None = None) -> PullRequest:
+    def update(
+        self, number: int, action: PullAction, text: str | None = None, *, sha: str | None = None
+    ) -> PullRequest:
         where = f"{self._path}/pulls/{number}"
         if text is not None and action in (PullAction.comment, PullAction.close):
             self._http.call(
@@ -106,7 +108,7 @@ class GitHubForge:
         elif action == PullAction.ready:
             self._mark_ready(where)
         elif action == PullAction.merge:
-            self._merge(number)
+            self._merge(number, sha)
         return self.get_pull_request(number)
 
     def _mark_ready(self, where: str) -> None:
@@ -122,12 +124,10 @@ class GitHubForge:
                 raise ForgeAccessDenied(f"the credential lacks {PULLS} (GitHub's GraphQL API)")
             raise ForgeError(f"GitHub did not mark the pull request ready for review: {said[:200]}")
 
-    def _merge(self, number: int) -> None:
+    def _merge(self, number: int, sha: str | None) -> None:
+        body = {"merge_method": "merge"} | ({"sha": sha} if sha else {})
         try:
-            self._http.call(
-                "PUT", f"{self._path}/pulls/{number}/merge", permission=PUSH,
-                body={"merge_method": "merge"},
-            )  # fmt: skip
+            self._http.call("PUT", f"{self._path}/pulls/{number}/merge", permission=PUSH, body=body)
         except ForgeAccessDenied:
             raise
         except ForgeError as exc:

@@ -1,4 +1,5 @@
-"""A rejection at the integration gate closes the job's pull request, saying why.
+"""A rejection at the integration gate closes the job's pull request, saying why; so does
+cancelling a job whose pull request is open (a draft at review, or a blocked delivery).
 
 The rejection itself is a person's decision, recorded at once (the decision ledger keeps the
 reason). Closing the pull request is an effect on the forge, recorded as intended in that
@@ -97,11 +98,15 @@ def _close(store: Store, config: Config, job_id: int) -> bool:
 
 
 def _comment(conn: sa.Connection, job_id: int) -> str:
-    rejected = [
+    ended = [
         d
         for d in decisions.for_job(conn, job_id)
-        if d.gate is Gate.integration and d.verdict is Verdict.rejected
+        if (d.gate is Gate.integration and d.verdict is Verdict.rejected)
+        or d.verdict is Verdict.cancelled
     ]
+    if ended and ended[-1].verdict is Verdict.cancelled:
+        return f"Cancelled in cairn by {ended[-1].actor}"
+    rejected = ended
     reason = rejected[-1].reason if rejected else None
     who = rejected[-1].actor if rejected else "a reviewer"
     return f"Rejected in cairn by {who}: {reason or 'no reason was given'}"

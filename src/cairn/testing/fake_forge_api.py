@@ -200,6 +200,8 @@ def _gh_merge(world: ForgeWorld, call: Call, found: re.Match[str]) -> Answer:
     pull = _gh_pull_of(world, found)
     if pull is None:
         return 404, {"message": "Not Found"}
+    if _moved(world, pull, call):
+        return 409, {"message": "Head branch was modified. Review and try the merge again."}
     refusal = world.merge_refusal(pull)
     if refusal is not None:
         return 405, {"message": f"Pull Request is not mergeable: {refusal}"}
@@ -343,6 +345,8 @@ def _gl_merge(world: ForgeWorld, call: Call, found: re.Match[str]) -> Answer:
     pull = _gl_pull_of(world, found)
     if pull is None:
         return 404, {"message": "404 Not found"}
+    if _moved(world, pull, call):
+        return 409, {"message": "SHA does not match HEAD of source branch"}
     refusal = world.merge_refusal(pull)
     if refusal is not None:
         return 405, {"message": f"405 Method Not Allowed: {refusal}"}
@@ -380,3 +384,9 @@ _GITLAB: list[tuple[str, str, Route, str]] = [
     ("GET", _MR + "/approvals", _gl_approvals, READ),
     ("GET", _PROJECT + r"/repository/commits/(?P<sha>[0-9a-f]+)/statuses", _gl_statuses, READ),
 ]
+
+
+def _moved(world: ForgeWorld, pull: Pull, call: Call) -> bool:
+    """Whether a merge asked for head `sha` finds the pull request's branch elsewhere."""
+    wanted = (call.body or {}).get("sha") if isinstance(call.body, dict) else None
+    return bool(wanted) and world.branch_sha(pull.repo, pull.head) != wanted
