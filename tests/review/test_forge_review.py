@@ -5,12 +5,14 @@ Everything runs through the real `cairn` CLI and runner against FakeForge over r
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
 import pytest
 from tests.acceptance.conftest import Cli
 
+from cairn.forges import ForgeSettings
 from cairn.testing.fake_forge import FakeForge
 
 pytestmark = pytest.mark.acceptance
@@ -167,3 +169,65 @@ def test_a_github_forge_url_with_a_path_or_query_is_refused(cli: Cli, url: str) 
     out = done.stdout + done.stderr
     assert "--forge-url must be" in out, "refused as given, before any call"
     assert "git could not" not in out
+
+
+@pytest.mark.parametrize("fake_forge", ["github", "gitlab"], indirect=True)
+def test_no_file_cairn_writes_and_no_listing_holds_the_token(
+    cli: Cli, fake_forge: FakeForge
+) -> None:
+    # The leak property test reads the store and `cairn show`; this reads every file under
+    # cairn's home (the mirror's and workspaces' git config, logs, askpass leftovers) and
+    # the listings, after a job was published, followed up on and rejected.
+    env = _room(cli, fake_forge)
+    job = _job_at_review(cli, env)
+    cli("reject", str(job), "--reason", "not this way")
+    cli("work", "--until-idle", env=env)
+    assert fake_forge.pulls(REPO)[0].state == "closed"
+    token = fake_forge.test_token
+    assert token is not None
+    said = [
+        cli("jobs", env=env).stdout,
+        cli("jobs", "--json", env=env).stdout,
+        cli("show", str(job), "--json", env=env).stdout,
+        cli("show", str(job), env=env).stdout,
+    ]
+    assert not [s for s in said if token in s]
+    holding = [
+        path
+        for path in cli.home.rglob("*")
+        if path.is_file() and not path.is_symlink() and token.encode() in path.read_bytes()
+    ]
+    assert holding == []
+
+
+def test_an_approval_withdrawn_by_a_later_change_request_does_not_count(
+    cli: Cli, fake_forge: FakeForge
+) -> None:
+    # GitHub counts each reviewer's latest decision: bob approved, then asked for changes.
+    env = _room(cli, fake_forge)
+    job = _job_at_review(cli, env)
+    [pull] = fake_forge.pulls(REPO)
+    fake_forge.add_review(REPO, pull.number, "bob", "approved")
+    fake_forge.add_review(REPO, pull.number, "bob", "changes_requested")
+    fake_forge.add_review(REPO, pull.number, "carol", "approved")
+    shown = json.loads(cli("show", str(job), "--json", env=env).stdout)["pull_request"]
+    assert shown["approvals"] == 1, shown["reviews"]
+
+
+@pytest.mark.parametrize(
+    "web", ["https://GitHub.com", "https://github.com/", "https://www.github.com"]
+)
+def test_github_com_in_any_spelling_is_served_by_api_github_com(web: str) -> None:
+    assert ForgeSettings.parse("github", REPO, url=web, token_env="T").api_url == (
+        "https://api.github.com"
+    )
+
+
+def test_a_github_enterprise_and_a_gitlab_api_are_under_the_forge_url() -> None:
+    ghe = ForgeSettings.parse("github", REPO, url="https://ghe.example.com", token_env="T")
+    assert ghe.api_url == "https://ghe.example.com/api/v3"
+    lab = ForgeSettings.parse(
+        "gitlab", "grp/sub/app", url="https://lab.example.com/gitlab/", token_env="T"
+    )
+    assert lab.api_url == "https://lab.example.com/gitlab/api/v4"
+    assert lab.git_url == "https://lab.example.com/gitlab/grp/sub/app.git"

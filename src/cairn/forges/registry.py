@@ -21,6 +21,7 @@ DEFAULT_URLS = {"github": "https://github.com", "gitlab": "https://gitlab.com"}
 SCOPE_KEY = "forge"
 """Where a room's scope keeps its forge settings."""
 _REPO = re.compile(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)+")
+_GITHUB_COM = ("github.com", "www.github.com")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -148,7 +149,9 @@ def api_url(kind: str, url: str) -> str:
     """The REST API of the forge whose web base is `url`."""
     web = url.rstrip("/")
     if kind == "github":
-        return "https://api.github.com" if web == DEFAULT_URLS["github"] else f"{web}/api/v3"
+        parts = urlsplit(web)
+        dotcom = parts.netloc.lower() in _GITHUB_COM and not parts.path
+        return "https://api.github.com" if dotcom else f"{web}/api/v3"
     return f"{web}/api/v4"
 
 

@@ -115,8 +115,9 @@ class ForgeWorld:
         if pull.draft:
             return "the pull request is still a draft"
         rule = self.protection.get((pull.repo, pull.base), Protection())
-        approvals = {user for user, state in pull.reviews if state == "approved"}
-        approvals.discard(pull.author)
+        latest = dict(pull.reviews)  # as on GitHub: each reviewer's latest review counts
+        latest.pop(pull.author, None)
+        approvals = [user for user, state in latest.items() if state == "approved"]
         if len(approvals) < rule.required_approvals:
             return f"at least {rule.required_approvals} approving review is required"
         checks = self.checks_of(pull.repo, self.branch_sha(pull.repo, pull.head))
