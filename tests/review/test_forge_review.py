@@ -231,3 +231,18 @@ def test_a_github_enterprise_and_a_gitlab_api_are_under_the_forge_url() -> None:
     )
     assert lab.api_url == "https://lab.example.com/gitlab/api/v4"
     assert lab.git_url == "https://lab.example.com/gitlab/grp/sub/app.git"
+
+
+def test_commit_statuses_show_beside_check_runs(cli: Cli, fake_forge: FakeForge) -> None:
+    # Jenkins, Buildkite and many others report GitHub commit statuses, not check runs;
+    # branch protection requires them alike, yet `cairn show` listed check runs alone.
+    env = _room(cli, fake_forge)
+    job = _job_at_review(cli, env)
+    [pull] = fake_forge.pulls(REPO)
+    fake_forge.set_check(REPO, pull.head, "lint", "success")
+    fake_forge.set_status(REPO, pull.head, "ci/jenkins", "failure")
+    shown = json.loads(cli("show", str(job), "--json", env=env).stdout)["pull_request"]
+    assert sorted(shown["checks"], key=lambda c: c["name"]) == [
+        {"name": "ci/jenkins", "state": "failure"},
+        {"name": "lint", "state": "success"},
+    ]

@@ -32,6 +32,8 @@ _READY = (
     "mutation($id: ID!) { markPullRequestReadyForReview(input: {pullRequestId: $id}) "
     "{ pullRequest { isDraft } } }"
 )
+_STATUS_STATES = {"success": "success", "pending": "pending"}
+_ALL = {"per_page": "100"}
 _REVIEW_STATES = {"APPROVED": "approved", "CHANGES_REQUESTED": "changes_requested"}
 
 
@@ -141,10 +143,17 @@ class GitHubForge:
         return [_pull(p) for p in answer]
 
     def _checks(self, sha: str) -> tuple[Check, ...]:
-        runs = self._http.call("GET", f"{self._path}/commits/{sha}/check-runs", permission=CHECKS)
+        where = f"{self._path}/commits/{sha}"
+        runs = self._http.call("GET", f"{where}/check-runs", permission=CHECKS, params=_ALL)
+        # Many CI systems report through the older Statuses API, not as check runs; branch
+        # protection requires both alike, so the reviewer is shown both.
+        status = self._http.call("GET", f"{where}/status", permission=CHECKS, params=_ALL)
         return tuple(
             Check(r["name"], "pending" if r.get("status") != "completed" else _conclusion(r))
             for r in runs.get("check_runs", [])
+        ) + tuple(
+            Check(str(s["context"]), _STATUS_STATES.get(str(s.get("state")), "failure"))
+            for s in (status or {}).get("statuses", [])
         )
 
 

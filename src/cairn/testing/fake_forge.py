@@ -128,6 +128,13 @@ class FakeForge:
             sha = self.world.branch_sha(repo, ref) or ref
             self.world.checks.setdefault((repo, sha), {})[name] = state
 
+    def set_status(self, repo: str, ref: str, context: str, state: str) -> None:
+        """Report GitHub commit status `context` (the older Statuses API, which many CI
+        systems use instead of check runs) on `ref`: success, failure, error or pending."""
+        with self._lock:
+            sha = self.world.branch_sha(repo, ref) or ref
+            self.world.statuses.setdefault((repo, sha), {})[context] = state
+
     def add_review(self, repo: str, number: int, user: str, state: str = "approved") -> None:
         """A review of pull request `number` by `user`: approved or changes_requested."""
         with self._lock:

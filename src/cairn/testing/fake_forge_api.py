@@ -234,6 +234,17 @@ def _gh_check_runs(world: ForgeWorld, call: Call, found: re.Match[str]) -> Answe
     return 200, {"total_count": len(runs), "check_runs": runs}
 
 
+def _gh_status(world: ForgeWorld, call: Call, found: re.Match[str]) -> Answer:
+    repo = _repo("github", found)
+    sha = world.branch_sha(repo, found["ref"]) or found["ref"]
+    given = world.statuses.get((repo, sha), {})
+    statuses = [{"context": name, "state": state} for name, state in given.items()]
+    states = set(given.values())
+    combined = "failure" if states & {"failure", "error"} else "pending" if states else "success"
+    combined = "pending" if "pending" in states and combined == "success" else combined
+    return 200, {"state": combined, "sha": sha, "total_count": len(statuses), "statuses": statuses}
+
+
 _OWNER = r"/repos/(?P<owner>[\w.-]+)/(?P<name>[\w.-]+)"
 _GITHUB: list[tuple[str, str, Route, str]] = [
     ("GET", _OWNER, _gh_repo, READ),
@@ -246,6 +257,7 @@ _GITHUB: list[tuple[str, str, Route, str]] = [
     ("POST", _OWNER + r"/issues/(?P<number>\d+)/comments", _gh_comment, WRITE),
     ("GET", _OWNER + r"/issues/(?P<number>\d+)/comments", _gh_comments, READ),
     ("GET", _OWNER + r"/commits/(?P<ref>[^/]+)/check-runs", _gh_check_runs, READ),
+    ("GET", _OWNER + r"/commits/(?P<ref>[^/]+)/status", _gh_status, READ),
 ]
 
 
