@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from tests.acceptance.conftest import Cli
+from tests.acceptance.conftest import CAIRN, CALL_TIMEOUT, Cli
 
 from cairn.forges import ForgeSettings
 from cairn.testing.fake_forge import FakeForge
@@ -246,3 +246,24 @@ def test_commit_statuses_show_beside_check_runs(cli: Cli, fake_forge: FakeForge)
         {"name": "ci/jenkins", "state": "failure"},
         {"name": "lint", "state": "success"},
     ]
+
+
+def test_a_job_cancelled_after_its_pull_request_was_opened_but_not_recorded_closes_it(
+    cli: Cli, fake_forge: FakeForge
+) -> None:
+    # The runner died after the forge opened the draft and before cairn recorded it; the job
+    # is cancelled then, so no runner ever adopts it: the draft stayed open, orphaned.
+    env = _room(cli, fake_forge)
+    job = cli.submit(SCRIPT)
+    killed = subprocess.run(
+        [str(CAIRN), "work", "--until-idle"],
+        env=cli.env | env | {"CAIRN_FAULTS": "crash:after_effect:pull_request"},
+        cwd=cli.tmp, capture_output=True, text=True, timeout=CALL_TIMEOUT,
+    )  # fmt: skip
+    assert killed.returncode == 137, killed.stderr
+    assert [p.state for p in fake_forge.pulls(REPO)] == ["open"]
+    cli("cancel", str(job))
+    cli("work", "--until-idle", env=env)
+    assert cli.show(job)["status"] == "cancelled"
+    [pull] = fake_forge.pulls(REPO)
+    assert pull.state == "closed" and pull.comments == ["Cancelled in cairn by admin"]

@@ -45,7 +45,12 @@ def pull_request_key_of(job_id: int) -> str:
 def pull_request_marker(drive: Drive) -> str:
     """The line every body cairn writes carries: the job and its installation, so that
     another installation's job of the same id never adopts this pull request."""
-    return f"cairn job {drive.job.id} of installation {drive.store.installation_id}"
+    return pull_request_marker_of(drive.job.id, drive.store.installation_id)
+
+
+def pull_request_marker_of(job_id: int, installation_id: str) -> str:
+    """`pull_request_marker` for a job known by its id (closing it on a cancel)."""
+    return f"cairn job {job_id} of installation {installation_id}"
 
 
 def _legacy_marker(drive: Drive) -> str:
