@@ -85,9 +85,12 @@ class PullRequest:
     def approvals(self) -> int:
         """Approving reviewers other than the author: as on GitHub, the one who asked for the
         change (cairn's token opened it) does not count as a second pair of eyes."""
-        approving = {r.user for r in self.reviews if r.state == "approved"}
-        approving.discard(self.author or "")
-        return len(approving)
+        latest: dict[str, str] = {}
+        for review in self.reviews:  # oldest first: a later decision replaces an earlier one
+            if review.state != "commented":  # a comment neither gives nor withdraws approval
+                latest[review.user] = review.state
+        latest.pop(self.author or "", None)
+        return sum(1 for state in latest.values() if state == "approved")
 
 
 def carries_line(body: str, line: str) -> bool:
@@ -118,7 +121,10 @@ class Forge(Protocol):
         """The pull request with its checks (on its head commit) and reviews."""
         ...
 
-    def update(self, number: int, action: PullAction, text: str | None = None) -> PullRequest:
+    def update(
+        self, number: int, action: PullAction, text: str | None = None, *, sha: str | None = None
+    ) -> PullRequest:
         """Comment on, close, mark ready or merge the pull request; merging respects branch
-        protection (a refusal is a ForgeError saying why)."""
+        protection (a refusal is a ForgeError saying why) and, with `sha`, happens only while
+        the head is still that commit: what was approved, not what was pushed on top since."""
         ...

@@ -32,6 +32,8 @@ _READY = (
     "mutation($id: ID!) { markPullRequestReadyForReview(input: {pullRequestId: $id}) "
     "{ pullRequest { isDraft } } }"
 )
+_STATUS_STATES = {"success": "success", "pending": "pending"}
+_ALL = {"per_page": "100"}
 _REVIEW_STATES = {"APPROVED": "approved", "CHANGES_REQUESTED": "changes_requested"}
 
 
@@ -94,7 +96,9 @@ class GitHubForge:
         checks = self._checks(pull.head_sha) if pull.head_sha else ()
         return replace(pull, checks=checks, reviews=tuple(_review(r) for r in reviews))
 
-    def update(self, number: int, action: PullAction, text: str | None = None) -> PullRequest:
+    def update(
+        self, number: int, action: PullAction, text: str | None = None, *, sha: str | None = None
+    ) -> PullRequest:
         where = f"{self._path}/pulls/{number}"
         if text is not None and action in (PullAction.comment, PullAction.close):
             self._http.call(
@@ -106,7 +110,7 @@ class GitHubForge:
         elif action == PullAction.ready:
             self._mark_ready(where)
         elif action == PullAction.merge:
-            self._merge(number)
+            self._merge(number, sha)
         return self.get_pull_request(number)
 
     def _mark_ready(self, where: str) -> None:
@@ -122,12 +126,10 @@ class GitHubForge:
                 raise ForgeAccessDenied(f"the credential lacks {PULLS} (GitHub's GraphQL API)")
             raise ForgeError(f"GitHub did not mark the pull request ready for review: {said[:200]}")
 
-    def _merge(self, number: int) -> None:
+    def _merge(self, number: int, sha: str | None) -> None:
+        body = {"merge_method": "merge"} | ({"sha": sha} if sha else {})
         try:
-            self._http.call(
-                "PUT", f"{self._path}/pulls/{number}/merge", permission=PUSH,
-                body={"merge_method": "merge"},
-            )  # fmt: skip
+            self._http.call("PUT", f"{self._path}/pulls/{number}/merge", permission=PUSH, body=body)
         except ForgeAccessDenied:
             raise
         except ForgeError as exc:
@@ -141,10 +143,17 @@ class GitHubForge:
         return [_pull(p) for p in answer]
 
     def _checks(self, sha: str) -> tuple[Check, ...]:
-        runs = self._http.call("GET", f"{self._path}/commits/{sha}/check-runs", permission=CHECKS)
+        where = f"{self._path}/commits/{sha}"
+        runs = self._http.call("GET", f"{where}/check-runs", permission=CHECKS, params=_ALL)
+        # Many CI systems report through the older Statuses API, not as check runs; branch
+        # protection requires both alike, so the reviewer is shown both.
+        status = self._http.call("GET", f"{where}/status", permission=CHECKS, params=_ALL)
         return tuple(
             Check(r["name"], "pending" if r.get("status") != "completed" else _conclusion(r))
             for r in runs.get("check_runs", [])
+        ) + tuple(
+            Check(str(s["context"]), _STATUS_STATES.get(str(s.get("state")), "failure"))
+            for s in (status or {}).get("statuses", [])
         )
 
 

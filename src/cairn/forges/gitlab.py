@@ -92,7 +92,9 @@ class GitLabForge:
         checks = self._checks(pull.head_sha) if pull.head_sha else ()
         return replace(pull, checks=checks, reviews=reviews)
 
-    def update(self, number: int, action: PullAction, text: str | None = None) -> PullRequest:
+    def update(
+        self, number: int, action: PullAction, text: str | None = None, *, sha: str | None = None
+    ) -> PullRequest:
         where = f"{self._path}/merge_requests/{number}"
         if text is not None and action in (PullAction.comment, PullAction.close):
             self._http.call("POST", f"{where}/notes", permission=WRITE, body={"body": text})
@@ -103,12 +105,14 @@ class GitLabForge:
             ready = {"title": str(title).removeprefix(_DRAFT)}
             self._http.call("PUT", where, permission=WRITE, body=ready)
         elif action == PullAction.merge:
-            self._merge(number, where)
+            self._merge(number, where, sha)
         return self.get_pull_request(number)
 
-    def _merge(self, number: int, where: str) -> None:
+    def _merge(self, number: int, where: str, sha: str | None) -> None:
         try:
-            self._http.call("PUT", f"{where}/merge", permission=WRITE)
+            self._http.call(
+                "PUT", f"{where}/merge", permission=WRITE, body={"sha": sha} if sha else None
+            )
         except ForgeAccessDenied:
             raise
         except ForgeError as exc:

@@ -21,6 +21,7 @@ DEFAULT_URLS = {"github": "https://github.com", "gitlab": "https://gitlab.com"}
 SCOPE_KEY = "forge"
 """Where a room's scope keeps its forge settings."""
 _REPO = re.compile(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)+")
+_GITHUB_COM = ("github.com", "www.github.com")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -61,8 +62,15 @@ class ForgeSettings:
     ) -> ForgeSettings:
         """Settings from a person's input; a UsageError says what to fix."""
         check_kind(kind)
+        # `owner/name.git` is what a clone URL shows; the forge's API knows it as owner/name.
+        repo = repo.removesuffix(".git") if repo else repo
         if not repo or not _REPO.fullmatch(repo) or ".." in repo:
             raise UsageError("--forge-repo must name the repository as owner/name")
+        if kind == "github" and repo.count("/") != 1:
+            raise UsageError(
+                "--forge-repo must name a GitHub repository as owner/name (one slash); "
+                "groups within groups are GitLab's"
+            )
         if (token_env is None) == (credential is None):
             raise UsageError(
                 "name where the forge credential comes from: an environment variable "
@@ -84,6 +92,16 @@ class ForgeSettings:
         parts = urlsplit(web)
         if parts.scheme not in ("https", "http") or not parts.netloc or "@" in parts.netloc:
             raise UsageError("--forge-url must be the forge's https:// address, without a login")
+        if parts.query or parts.fragment or "?" in web or "#" in web:
+            raise UsageError(
+                "--forge-url must be the forge's address alone, without ?query or #part"
+            )
+        if kind == "github" and parts.path:
+            # GitHub and GitHub Enterprise serve from a host's root; a path is a pasted page.
+            raise UsageError(
+                f"--forge-url must be the GitHub server's address alone, such as "
+                f"{parts.scheme}://{parts.netloc}; name the repository with --forge-repo"
+            )
         if parts.scheme == "http" and not _is_loopback(parts.hostname):
             # Over plain http the token would cross the network in clear (git's Basic auth,
             # the API's bearer header): only a forge on this machine may go without TLS.
@@ -131,7 +149,9 @@ def api_url(kind: str, url: str) -> str:
     """The REST API of the forge whose web base is `url`."""
     web = url.rstrip("/")
     if kind == "github":
-        return "https://api.github.com" if web == DEFAULT_URLS["github"] else f"{web}/api/v3"
+        parts = urlsplit(web)
+        dotcom = parts.netloc.lower() in _GITHUB_COM and not parts.path
+        return "https://api.github.com" if dotcom else f"{web}/api/v3"
     return f"{web}/api/v4"
 
 

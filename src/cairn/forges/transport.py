@@ -7,6 +7,7 @@ own message is cut short and has the credential masked before it is quoted.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -87,6 +88,14 @@ class ForgeHTTP:
 
     def _refusal(self, response: httpx.Response, permission: str) -> ForgeError:
         status = response.status_code
+        limited = _rate_limited(response)
+        if limited is not None:
+            # GitHub spends its rate limit with a 403: no permission is missing, and a person
+            # told to grant one would chase the wrong thing.
+            return ForgeError(
+                f"{self.forge} at {self.host} is rate limiting the credential ({status}); "
+                f"{limited}, then resume (nothing is missing from the credential)"
+            )
         if status == 401:
             return ForgeAccessDenied(
                 f"{self.forge} refused the credential (401): it is wrong, expired or revoked; "
@@ -106,3 +115,20 @@ class ForgeHTTP:
             message = ""
         text = " ".join(str(message).split())[:_QUOTED] or "no reason given"
         return text.replace(self._secret, "***") if self._secret else text
+
+
+def _rate_limited(response: httpx.Response) -> str | None:
+    """When to try again if `response` is a rate limit (a 429, or GitHub's 403 with its
+    limit spent or a secondary limit's Retry-After); None for any other refusal."""
+    headers = response.headers
+    retry = headers.get("retry-after", "").strip()
+    spent = headers.get("x-ratelimit-remaining", "").strip() == "0"
+    if response.status_code == 429 or (response.status_code == 403 and (spent or retry)):
+        if retry.isdigit():
+            return f"wait {int(retry)} s"
+        reset = headers.get("x-ratelimit-reset", "").strip()
+        if reset.isdigit():
+            when = datetime.fromtimestamp(int(reset), tz=UTC).strftime("%H:%M UTC")
+            return f"wait until {when}"
+        return "wait a while"
+    return None

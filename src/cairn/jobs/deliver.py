@@ -59,7 +59,7 @@ def _deliver_by_pull_request(drive: Drive, sha: str, mode: Delivery) -> Result:
     effects = StoreEffects(drive.store, drive.job.id, drive.token)
     with _blocking(drive):
         pushed = _push_effect(drive, effects, sha)
-    measured = deliver_by_pull_request(drive, effects, mode)
+    measured = deliver_by_pull_request(drive, effects, mode, sha)
     done = all(m.holds for m in measured)
     evidence = Evidence.of(
         Measurement("pushed", int(pushed == sha), Expect.equals, 1),

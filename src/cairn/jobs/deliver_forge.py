@@ -45,7 +45,12 @@ def pull_request_key_of(job_id: int) -> str:
 def pull_request_marker(drive: Drive) -> str:
     """The line every body cairn writes carries: the job and its installation, so that
     another installation's job of the same id never adopts this pull request."""
-    return f"cairn job {drive.job.id} of installation {drive.store.installation_id}"
+    return pull_request_marker_of(drive.job.id, drive.store.installation_id)
+
+
+def pull_request_marker_of(job_id: int, installation_id: str) -> str:
+    """`pull_request_marker` for a job known by its id (closing it on a cancel)."""
+    return f"cairn job {job_id} of installation {installation_id}"
 
 
 def _legacy_marker(drive: Drive) -> str:
@@ -80,15 +85,16 @@ def publish_for_review(drive: Drive, sha: str) -> int:
 
 
 def deliver_by_pull_request(
-    drive: Drive, effects: StoreEffects, mode: Delivery
+    drive: Drive, effects: StoreEffects, mode: Delivery, sha: str
 ) -> tuple[Measurement, ...]:
     """Adopt the job's pull request (opened at review), then mark it ready for review or, in
-    pull_request_and_merge, merge it through the forge (branch protection decides)."""
+    pull_request_and_merge, merge it through the forge (branch protection decides) while its
+    head is still `sha`, the commit that was approved."""
     forge = forge_of(drive)
     key = pull_request_key(drive)
     try:
         number = _opened(drive, effects, forge, draft=False)
-        _require_open(drive, forge.get_pull_request(number))
+        _require_approved_head(drive, forge.get_pull_request(number), sha)
         ready = perform(
             effects, "pull_request_ready", f"{key}:ready",
             inspect=lambda: _ready(forge, number),
@@ -103,7 +109,7 @@ def deliver_by_pull_request(
         merged = perform(
             effects, "forge_merge", f"{key}:merge",
             inspect=lambda: _merged(forge, number),
-            act=lambda: _merge(forge, number),
+            act=lambda: _merge(forge, number, sha),
             faults=drive.faults,
         )  # fmt: skip
     except ForgeError as exc:
@@ -166,6 +172,21 @@ def _require_open(drive: Drive, pull: PullRequest) -> None:
         raise Blocked(closed_by_hand(pull), next_actions=[drive.resume_step()])
 
 
+def _require_approved_head(drive: Drive, pull: PullRequest, sha: str) -> None:
+    """Open, and at the approved commit: an approval is never spent on a commit someone else
+    pushed onto the branch afterwards (a force-push, or a commit on top)."""
+    _require_open(drive, pull)
+    head = pull.head_sha
+    if pull.state == PullState.open and head is not None and head != sha:
+        raise Blocked(
+            f"the branch of pull request #{pull.number} ({pull.url}) is at a commit this job "
+            f"never pushed ({head[:12]}, not the approved {sha[:12]}); cairn neither "
+            "merges nor overwrites it. Put the branch back at the approved commit and resume, "
+            "or cancel the job",
+            next_actions=[drive.resume_step()],
+        )
+
+
 def closed_by_hand(pull: PullRequest) -> str:
     """What a job whose pull request someone closed says: cairn never reopens it."""
     return (
@@ -198,8 +219,8 @@ def _merged(forge: Forge, number: int) -> str | None:
     return f"#{number}" if pull.state == PullState.merged else None
 
 
-def _merge(forge: Forge, number: int) -> str | None:
-    merged = forge.update(number, PullAction.merge)
+def _merge(forge: Forge, number: int, sha: str) -> str | None:
+    merged = forge.update(number, PullAction.merge, sha=sha)
     return f"#{number}" if merged.state == PullState.merged else None
 
 

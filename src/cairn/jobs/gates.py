@@ -162,6 +162,10 @@ def cancel(conn: sa.Connection, job_id: int, actor: str) -> Job:
         )
     _requester_or_admin(conn, job, actor, "cancel")
     decisions.append(conn, job_id=job.id, gate=Gate.cancel, verdict=Verdict.cancelled, actor=actor)
+    from cairn.jobs.forge_reject import intend_close
+
+    # A cancelled job's draft must not stay open on the forge, where anyone could merge it.
+    intend_close(conn, job.id)
     return job_ledger.transition(conn, job, Stage.cancelled, Status.cancelled)
 
 

@@ -56,6 +56,15 @@ class RecordedCall:
     dropped: bool = False  # the forge acted, then dropped the connection unanswered
 
 
+@dataclass(frozen=True)
+class Refusal:
+    """An answer the forge gives instead of doing a call (`FakeForge.refuse`)."""
+
+    status: int
+    headers: dict[str, str]
+    message: str
+
+
 class FakeForge:
     """A forge of `kind` ("github" or "gitlab") serving bare repositories under `root`."""
 
@@ -68,6 +77,7 @@ class FakeForge:
         self._lock = threading.RLock()
         self._calls: list[RecordedCall] = []
         self._faults: list[tuple[str, re.Pattern[str], list[int]]] = []
+        self._refusals: list[tuple[str, re.Pattern[str], list[int], Refusal]] = []
         self._oauth = OAuthApps(self.world)
         self._http = LoopbackServer(self, _Handler)
         self._thread = threading.Thread(
@@ -118,6 +128,13 @@ class FakeForge:
             sha = self.world.branch_sha(repo, ref) or ref
             self.world.checks.setdefault((repo, sha), {})[name] = state
 
+    def set_status(self, repo: str, ref: str, context: str, state: str) -> None:
+        """Report GitHub commit status `context` (the older Statuses API, which many CI
+        systems use instead of check runs) on `ref`: success, failure, error or pending."""
+        with self._lock:
+            sha = self.world.branch_sha(repo, ref) or ref
+            self.world.statuses.setdefault((repo, sha), {})[context] = state
+
     def add_review(self, repo: str, number: int, user: str, state: str = "approved") -> None:
         """A review of pull request `number` by `user`: approved or changes_requested."""
         with self._lock:
@@ -133,6 +150,22 @@ class FakeForge:
         """Do the next `times` calls matching `method` and the `path` regex, then drop them."""
         with self._lock:
             self._faults.append((method, re.compile(path), [times]))
+
+    def refuse(
+        self,
+        method: str,
+        path: str,
+        status: int,
+        *,
+        headers: dict[str, str] | None = None,
+        message: str = "refused",
+        times: int = 1,
+    ) -> None:
+        """Answer the next `times` API calls matching `method` and the `path` regex with
+        `status` (a 5xx, a rate limit's 403 or 429 with its headers) without doing them."""
+        with self._lock:
+            refusal = Refusal(status, dict(headers or {}), message)
+            self._refusals.append((method, re.compile(path), [times], refusal))
 
     def register_oauth_app(
         self, *, scopes: Iterable[str] = (READ, WRITE), user: str = "oauth-user"
@@ -192,6 +225,14 @@ class FakeForge:
                     left[0] -= 1
                     return True
         return False
+
+    def refusal_for(self, method: str, path: str) -> Refusal | None:
+        with self._lock:
+            for want, pattern, left, refusal in self._refusals:
+                if want == method and pattern.search(path) and left[0] > 0:
+                    left[0] -= 1
+                    return refusal
+        return None
 
     def api_answer(self, call: api.Call) -> api.Answer:
         with self._lock:
@@ -260,6 +301,12 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.loads(raw) if raw else None
         except ValueError:
             self._send(400, {"message": "Problems parsing JSON"})
+            return
+        refusal = self.forge.refusal_for(self.command, path)
+        if refusal is not None:
+            user = token.user if token else None
+            self.forge.record(RecordedCall(self.command, path, refusal.status, user, body))
+            self._send(refusal.status, {"message": refusal.message}, refusal.headers)
             return
         base = self.forge.api_url
         call = api.Call(self.command, path, query, body, token, base)

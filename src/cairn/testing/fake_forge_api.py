@@ -200,6 +200,8 @@ def _gh_merge(world: ForgeWorld, call: Call, found: re.Match[str]) -> Answer:
     pull = _gh_pull_of(world, found)
     if pull is None:
         return 404, {"message": "Not Found"}
+    if _moved(world, pull, call):
+        return 409, {"message": "Head branch was modified. Review and try the merge again."}
     refusal = world.merge_refusal(pull)
     if refusal is not None:
         return 405, {"message": f"Pull Request is not mergeable: {refusal}"}
@@ -232,6 +234,17 @@ def _gh_check_runs(world: ForgeWorld, call: Call, found: re.Match[str]) -> Answe
     return 200, {"total_count": len(runs), "check_runs": runs}
 
 
+def _gh_status(world: ForgeWorld, call: Call, found: re.Match[str]) -> Answer:
+    repo = _repo("github", found)
+    sha = world.branch_sha(repo, found["ref"]) or found["ref"]
+    given = world.statuses.get((repo, sha), {})
+    statuses = [{"context": name, "state": state} for name, state in given.items()]
+    states = set(given.values())
+    combined = "failure" if states & {"failure", "error"} else "pending" if states else "success"
+    combined = "pending" if "pending" in states and combined == "success" else combined
+    return 200, {"state": combined, "sha": sha, "total_count": len(statuses), "statuses": statuses}
+
+
 _OWNER = r"/repos/(?P<owner>[\w.-]+)/(?P<name>[\w.-]+)"
 _GITHUB: list[tuple[str, str, Route, str]] = [
     ("GET", _OWNER, _gh_repo, READ),
@@ -244,6 +257,7 @@ _GITHUB: list[tuple[str, str, Route, str]] = [
     ("POST", _OWNER + r"/issues/(?P<number>\d+)/comments", _gh_comment, WRITE),
     ("GET", _OWNER + r"/issues/(?P<number>\d+)/comments", _gh_comments, READ),
     ("GET", _OWNER + r"/commits/(?P<ref>[^/]+)/check-runs", _gh_check_runs, READ),
+    ("GET", _OWNER + r"/commits/(?P<ref>[^/]+)/status", _gh_status, READ),
 ]
 
 
@@ -343,6 +357,8 @@ def _gl_merge(world: ForgeWorld, call: Call, found: re.Match[str]) -> Answer:
     pull = _gl_pull_of(world, found)
     if pull is None:
         return 404, {"message": "404 Not found"}
+    if _moved(world, pull, call):
+        return 409, {"message": "SHA does not match HEAD of source branch"}
     refusal = world.merge_refusal(pull)
     if refusal is not None:
         return 405, {"message": f"405 Method Not Allowed: {refusal}"}
@@ -380,3 +396,9 @@ _GITLAB: list[tuple[str, str, Route, str]] = [
     ("GET", _MR + "/approvals", _gl_approvals, READ),
     ("GET", _PROJECT + r"/repository/commits/(?P<sha>[0-9a-f]+)/statuses", _gl_statuses, READ),
 ]
+
+
+def _moved(world: ForgeWorld, pull: Pull, call: Call) -> bool:
+    """Whether a merge asked for head `sha` finds the pull request's branch elsewhere."""
+    wanted = (call.body or {}).get("sha") if isinstance(call.body, dict) else None
+    return bool(wanted) and world.branch_sha(pull.repo, pull.head) != wanted

@@ -64,6 +64,7 @@ class ForgeWorld:
         self.protection: dict[tuple[str, str], Protection] = {}
         self.pulls: dict[str, list[Pull]] = {}
         self.checks: dict[tuple[str, str], dict[str, str]] = {}  # (repo, sha) -> name: state
+        self.statuses: dict[tuple[str, str], dict[str, str]] = {}  # GitHub's commit statuses
 
     def repo_path(self, repo: str) -> Path:
         return self.root / f"{repo}.git"
@@ -115,11 +116,14 @@ class ForgeWorld:
         if pull.draft:
             return "the pull request is still a draft"
         rule = self.protection.get((pull.repo, pull.base), Protection())
-        approvals = {user for user, state in pull.reviews if state == "approved"}
-        approvals.discard(pull.author)
+        latest = dict(pull.reviews)  # as on GitHub: each reviewer's latest review counts
+        latest.pop(pull.author, None)
+        approvals = [user for user, state in latest.items() if state == "approved"]
         if len(approvals) < rule.required_approvals:
             return f"at least {rule.required_approvals} approving review is required"
-        checks = self.checks_of(pull.repo, self.branch_sha(pull.repo, pull.head))
+        sha = self.branch_sha(pull.repo, pull.head) or ""
+        # GitHub's required checks are check runs and commit statuses alike.
+        checks = self.checks_of(pull.repo, sha) | self.statuses.get((pull.repo, sha), {})
         for name in rule.required_checks:
             if checks.get(name) != "success":
                 return f"required status check {name!r} is expected"
