@@ -24,7 +24,8 @@ from cairn.jobs.policy import require_group_admin
 from cairn.store import agents, identity
 from cairn.store.rooms import create_room, get_room, rebind_room
 
-REMOTE_URL = re.compile(r"^(https?|ssh|git)://[^/\s]+|^[\w.-]+@[\w.-]+:[^\s]")
+# A host never starts with "-": git would read it as an option of the transport it runs.
+REMOTE_URL = re.compile(r"^(https?|ssh|git)://[\w\[][^/\s]*|^\w[\w.-]*@\w[\w.-]*:\S")
 HOST_ONLY = (
     "through the API a room's repository is a forge repository (--forge, --forge-repo) or a "
     "remote git URL (https:// or ssh); a local path or file:// URL names the cairn host's "
