@@ -208,6 +208,20 @@ MATRIX: dict[str, Row] = {
         body={"agent": None},
         fields={"room": "sample"},
     ),
+    # A path on the server is refused even to its admin (422): such a room is made on the host.
+    "create room": Row(
+        "POST",
+        "/api/rooms",
+        statuses(401, 403, 403, 422),
+        body={"name": "new-{caller}", "group": "default", "repo": "/srv/git/app"},
+    ),
+    "rebind room": Row(
+        "POST",
+        "/api/rooms/{room}/rebind",
+        statuses(401, 403, 403, 422),
+        body={"repo": "file:///srv/git/app"},
+        fields={"room": "sample"},
+    ),
     "audit head": Row("GET", "/api/audit/head", statuses(401, 403, 200, 200)),
     "audit log": Row("GET", "/api/audit/log", statuses(401, 403, 200, 200)),
     # Listing people names those of every group: an admin of some group, carol included.

@@ -151,13 +151,16 @@ def test_a_rooms_default_agent_is_set_through_the_server_by_its_admin(served: Se
     assert '"agent": null' in served.cli("room", "list", "--json").stdout
 
 
-def test_room_commands_still_run_on_the_host_only(served: Served) -> None:
-    for args in (
-        ("room", "create", "other", "--repo", "x"),
-        ("room", "rebind", "sample", "--repo", "x"),
+def test_a_member_may_neither_create_nor_rebind_a_room_through_the_server(
+    served: Served,
+) -> None:
+    for args, refusal in (
+        (("room", "create", "other", "--repo", "x"), "create a room for it"),
+        (("room", "rebind", "sample", "--repo", "x"), "rebind its rooms"),
     ):
-        said = served.remote("alice", *args, expect=2)
-        assert "runs on the cairn host itself" in said and "Traceback" not in said, args
+        said = served.remote("alice", *args, expect=1)
+        assert f"only an admin of group default can {refusal}" in said, args
+        assert "Traceback" not in said, args
 
 
 def _with_input(

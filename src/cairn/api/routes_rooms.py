@@ -16,6 +16,9 @@ from cairn.api.schemas import (
     RoomAgentBody,
     RoomAgentView,
     RoomCheckView,
+    RoomCreateBody,
+    RoomMadeView,
+    RoomRebindBody,
     RoomView,
 )
 
@@ -100,3 +103,74 @@ def set_agent(
     with served.store.begin() as conn:
         default = set_room_agent(conn, room, body.agent, user.name)
     return RoomAgentView(room=room, agent=default)
+
+
+@router.post(
+    "/rooms",
+    response_model=RoomMadeView,
+    status_code=201,
+    responses=responses(401, 403, 404, 422, 503),
+)
+def create_room(body: RoomCreateBody, served: ServedDep, user: UserDep) -> RoomMadeView:
+    """Bind a new room to a forge repository or remote git URL (an admin of the group).
+
+    A path on the server is refused: such a room is made on the cairn host itself.
+    """
+    from cairn.jobs.room_binding import ForgeOptions, create_room_as
+
+    forge = ForgeOptions(
+        body.forge,
+        body.forge_repo,
+        body.forge_url,
+        body.forge_token_env,
+        body.forge_credential,
+        body.delivery,
+    )
+    with served.store.begin() as conn:
+        made = create_room_as(
+            conn,
+            served.config,
+            actor=user.name,
+            name=body.name,
+            group=body.group,
+            repo=body.repo,
+            base=body.base,
+            verify=body.verify,
+            agent=body.agent,
+            forge=forge,
+            remote=True,
+        )
+    return RoomMadeView(
+        name=made.name, group=body.group, base=made.branch, forge=made.forge, agent=made.agent
+    )
+
+
+@router.post(
+    "/rooms/{room}/rebind",
+    response_model=RoomMadeView,
+    responses=responses(401, 403, 404, 422, 503),
+)
+def rebind_room(
+    room: RoomName, body: RoomRebindBody, served: ServedDep, user: UserDep
+) -> RoomMadeView:
+    """Bind the room to another remote repository or branch (an admin of the room's group)."""
+    from cairn.forges import ForgeSettings
+    from cairn.jobs.room_binding import rebind_room_as
+    from cairn.store import identity
+    from cairn.store.rooms import get_room
+
+    with served.store.begin() as conn:
+        branch = rebind_room_as(
+            conn,
+            served.config,
+            actor=user.name,
+            name=room,
+            repo=body.repo,
+            base=body.base,
+            remote=True,
+        )
+        found = get_room(conn, room)
+        group = identity.get_group(conn, found.group_id).name
+        settings = ForgeSettings.from_scope(found.scope)
+    forge = f"{settings.kind} {settings.repo}" if settings else None
+    return RoomMadeView(name=room, group=group, base=branch, forge=forge, agent=found.default_agent)

@@ -325,3 +325,56 @@ class RoomAgentBody(Body):
 class RoomAgentView(BaseModel):
     room: str
     agent: str | None
+
+
+_LINE = r"^[^\x00-\x1f\x7f]+$"
+"""One line of text: no control character reaches git or the store."""
+
+
+class RoomCreateBody(Body):
+    """`cairn room create`'s options; the repository is a forge's or a remote git URL."""
+
+    name: RoomName
+    group: str = Field("default", pattern=NAME, description="The group that owns the room.")
+    repo: str | None = Field(
+        None,
+        min_length=1,
+        max_length=2048,
+        pattern=_LINE,
+        description="A remote git URL (https:// or ssh); never a path on the server. With "
+        "`forge`, the forge's own URL or nothing.",
+    )
+    base: str | None = Field(None, min_length=1, max_length=255, pattern=_LINE)
+    verify: str | None = Field(None, min_length=1, max_length=4096, pattern=_LINE)
+    agent: str | None = Field(None, min_length=1, max_length=40, pattern=_LINE)
+    forge: str | None = Field(None, min_length=1, max_length=40, pattern=_LINE)
+    forge_repo: str | None = Field(None, min_length=1, max_length=255, pattern=_LINE)
+    forge_url: str | None = Field(None, min_length=1, max_length=2048, pattern=_LINE)
+    forge_token_env: str | None = Field(
+        None,
+        min_length=1,
+        max_length=255,
+        pattern=_LINE,
+        description="Refused through the API (it names the server's environment); use "
+        "`forge_credential`.",
+    )
+    forge_credential: str | None = Field(None, min_length=1, max_length=64, pattern=NAME)
+    delivery: str | None = Field(None, min_length=1, max_length=40, pattern=_LINE)
+
+
+class RoomRebindBody(Body):
+    """`cairn room rebind`'s options; the repository is a remote git URL (or the forge's)."""
+
+    repo: str = Field(min_length=1, max_length=2048, pattern=_LINE)
+    base: str | None = Field(None, min_length=1, max_length=255, pattern=_LINE)
+
+
+class RoomMadeView(BaseModel):
+    """A room just created or rebound, as the CLI reports it (the repository left out)."""
+
+    name: str
+    group: str
+    base: str
+    forge: str | None = None
+    """`kind owner/name` for a forge room."""
+    agent: str | None = None

@@ -40,6 +40,8 @@ REMOTE_COMMANDS = frozenset(
         ("resume",),
         ("retry",),
         ("room", "list"),
+        ("room", "create"),  # a forge repository or a remote URL; a local path needs the host
+        ("room", "rebind"),
         ("room", "check"),
         ("room", "set-agent"),
         ("group", "list"),

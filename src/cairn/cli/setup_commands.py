@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -18,8 +18,10 @@ from cairn.cli.context import (
     print_json,
     session,
 )
-from cairn.errors import UsageError, WorkspaceError
-from cairn.forges.rooms import forge_binding, forge_scope
+from cairn.errors import UsageError
+
+if TYPE_CHECKING:
+    from cairn.jobs.room_binding import ForgeOptions
 
 room_app = command_group("Manage rooms (a repository and base branch for a group).")
 SOLO_HINT = (
@@ -76,37 +78,36 @@ def room_create(
     as_user: str | None = AS_OPTION,
 ) -> None:
     """Bind a new room to a repository and base branch (an admin of the group decides)."""
-    from cairn.jobs.policy import require_group_admin
-    from cairn.store import agents, identity
-    from cairn.store.rooms import create_room
+    from cairn.jobs.room_binding import ForgeOptions, NewRoom, create_room_as
 
     s = session(ctx)
-    settings, scope = forge_scope(
+    remote = s.client(as_user)
+    on_forge = ForgeOptions(
         forge, forge_repo, forge_url, forge_token_env, forge_credential, delivery
     )
-    with s.store() as store, store.begin() as conn:
-        owner = identity.get_group(conn, group)
-        require_group_admin(conn, owner, s.actor(as_user), "create a room for it")
-        default = agents.get_agent(conn, agents.check_name(agent)).name if agent else None
-        if settings is None:
-            if repo is None:
-                raise UsageError("name the room's repository with --repo (or a forge: --forge)")
-            location, branch = _binding(repo, base, s.config.git_timeout)
-        else:
-            location, branch = forge_binding(conn, settings, repo, base, s.config)
-        create_room(
-            conn,
-            name=name,
-            group_id=owner.id,
-            repo=location,
-            base_branch=branch,
-            verify_command=verify,
-            default_agent=default,
-            scope=scope,
-        )
-    on = f" on {settings.kind} {settings.repo}" if settings else ""
-    with_agent = f", default agent {default}" if default else ""
-    console.print(f"room {name} created{on}, on branch {branch}{with_agent}")
+    if remote is not None:
+        body = {"name": name, "group": group, "repo": repo, "base": base, "verify": verify}
+        answer = remote.post("/api/rooms", _create_body(body | {"agent": agent}, on_forge))
+        made = NewRoom(answer["name"], answer["base"], answer["forge"], answer["agent"])
+    else:
+        with s.store() as store, store.begin() as conn:
+            made = create_room_as(
+                conn,
+                s.config,
+                actor=s.actor(as_user),
+                name=name,
+                group=group,
+                repo=repo,
+                base=base,
+                verify=verify,
+                agent=agent,
+                forge=on_forge,
+                remote=False,
+                reaching=_reaching(),
+            )
+    on = f" on {made.forge}" if made.forge else ""
+    with_agent = f", default agent {made.agent}" if made.agent else ""
+    console.print(f"room {name} created{on}, on branch {made.branch}{with_agent}")
 
 
 @room_app.command("set-agent")
@@ -147,17 +148,29 @@ def room_rebind(
     as_user: str | None = AS_OPTION,
 ) -> None:
     """Bind a room to another repository or branch; jobs requested before then will block."""
-    from cairn.jobs.policy import require_group_admin
-    from cairn.store import identity
-    from cairn.store.rooms import get_room, rebind_room
+    from urllib.parse import quote
+
+    from cairn.jobs.room_binding import rebind_room_as
 
     s = session(ctx)
-    location, branch = _binding(repo, base, s.config.git_timeout)
-    with s.store() as store, store.begin() as conn:
-        room = get_room(conn, name)
-        owner = identity.get_group(conn, room.group_id)
-        require_group_admin(conn, owner, s.actor(as_user), "rebind its rooms")
-        rebind_room(conn, room.id, repo=location, base_branch=branch)
+    remote = s.client(as_user)
+    if remote is not None:
+        answer = remote.post(
+            f"/api/rooms/{quote(name, safe='')}/rebind", {"repo": repo, "base": base}
+        )
+        branch = str(answer["base"])
+    else:
+        with s.store() as store, store.begin() as conn:
+            branch = rebind_room_as(
+                conn,
+                s.config,
+                actor=s.actor(as_user),
+                name=name,
+                repo=repo,
+                base=base,
+                remote=False,
+                reaching=_reaching(),
+            )
     console.print(f"room {name} now works on branch {branch}; jobs requested earlier will block")
 
 
@@ -192,33 +205,17 @@ def room_list(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
         console.print(f"{room['name']}  (group {room['group']}, base {room['base']}{agent})")
 
 
-def _binding(repo: str, base: str | None, git_timeout: float) -> tuple[str, str]:
-    from cairn.workspace.delivery import remote_branch_sha
-    from cairn.workspace.git import GitTimeout
+def _create_body(body: dict[str, str | None], forge: ForgeOptions) -> dict[str, str | None]:
+    return body | {
+        "forge": forge.forge,
+        "forge_repo": forge.repo,
+        "forge_url": forge.url,
+        "forge_token_env": forge.token_env,
+        "forge_credential": forge.credential,
+        "delivery": forge.delivery,
+    }
 
-    location = _repository(repo)
-    branch = base or "main"
+
+def _reaching() -> contextlib.AbstractContextManager[object] | None:
     # A spinner only where a person watches: piped output stays plain.
-    waiting = errors.status("reaching the repository") if errors.is_terminal else None
-    try:
-        with waiting or contextlib.nullcontext():
-            tip = remote_branch_sha(location, branch, timeout=git_timeout)
-    except GitTimeout as exc:
-        raise UsageError(str(exc)) from None  # it says already what to check
-    except WorkspaceError as exc:
-        # The repository named on the command line cannot be read: bad input, as a bad path is.
-        raise UsageError(f"{exc}; check --repo") from None
-    if tip is None:
-        raise UsageError(f"the repository has no branch {branch!r}; pass the right one with --base")
-    return location, branch
-
-
-def _repository(repo: str) -> str:
-    if "://" in repo or repo.startswith("git@"):
-        return repo
-    path = Path(repo).expanduser()
-    if not (path / ".git").exists() and not (path / "HEAD").exists():
-        raise UsageError(
-            f"{path.name or repo} is not a git repository; pass a repository's path or URL"
-        )
-    return str(path.resolve())
+    return errors.status("reaching the repository") if errors.is_terminal else None
