@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -49,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 from cairn.agents import mcp_tools
 from cairn.agents.base import DependencyAsk, Outcome, OutcomeKind, Turn, Usage
+from cairn.agents.cli_adapter import CliAgent
 from cairn.agents.cli_agent import CliModule, CliReport, CliTurnPlan, ToolActivity
 from cairn.agents.cli_process import CliRun
 from cairn.agents.cli_turn import REQUESTS_FOLDER, CliTurn
@@ -56,7 +56,7 @@ from cairn.errors import UsageError
 from cairn.sanitize import secret_spans, strip_control
 
 if TYPE_CHECKING:
-    from cairn.config import Config
+    pass
 
 ADAPTER = "aider"
 BASE_URL_ENV = "OPENAI_API_BASE"
@@ -306,57 +306,27 @@ class AiderTurn(CliTurn):
         super()._remember(shown, plan)
 
 
-class AiderAgent:
+class AiderAgent(CliAgent):
     """Aider as a cairn agent: the shared CLI turn over the `AiderCli` module."""
 
     name = ADAPTER
+    base_url_env = BASE_URL_ENV
+    api_key_env = API_KEY_ENV
+    default_base_url = DEFAULT_BASE_URL
+    default_command = DEFAULT_COMMAND
+    validate = staticmethod(aider_spec)
 
-    def __init__(
-        self,
-        spec: Mapping[str, Any],
-        *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-    ) -> None:
-        self.spec = aider_spec({k: v for k, v in spec.items() if k != "adapter"})
-        self.base_url = base_url
-        self._api_key = api_key
-        self.module: CliModule = AiderCli(self.spec["edit_format"])
+    def make_module(self) -> CliModule:
+        return AiderCli(self.spec["edit_format"])
 
-    def __repr__(self) -> str:  # never the key
-        return f"AiderAgent(model={self.spec['model']!r}, base_url={self.base_url!r})"
-
-    @classmethod
-    def from_spec(cls, spec: Mapping[str, Any], config: Config | None = None) -> AiderAgent:
-        """Validate the spec; with the runner's `config`, take its endpoint and key as well."""
-        from cairn.agents.openai_spec import checked_base_url
-
-        if config is None:
-            return cls(spec)
-        environment = config.environment
-        base_url = checked_base_url(
-            environment.get(BASE_URL_ENV) or None, f"the runner's {BASE_URL_ENV}"
-        )
-        return cls(spec, base_url=base_url, api_key=environment.get(API_KEY_ENV) or None)
-
-    @classmethod
-    def spec_from_argument(cls, argument: str) -> dict[str, Any]:
-        """`--agent aider:MODEL`: the spec with every default."""
-        return aider_spec({"model": argument.strip() or None})
-
-    def binary(self) -> str | None:
-        """The aider binary this agent runs: its configured command, else `aider` on PATH."""
-        command = self.spec["command"] or DEFAULT_COMMAND
-        found = shutil.which(command)
-        return str(Path(found).absolute()) if found else None
+    def make_turn(self, turn: Turn, endpoint: str) -> AiderTurn:
+        return AiderTurn(self.module, self.binary(), turn, endpoint, self._api_key, self.spec)
 
     def run_turn(self, turn: Turn) -> Outcome:
         """One turn of Aider, continuing the job's own chat history."""
         if not self._api_key:
             return _missing_key(turn)
-        endpoint = self.base_url or DEFAULT_BASE_URL
-        cli = AiderTurn(self.module, self.binary(), turn, endpoint, self._api_key, self.spec)
-        return cli.run()
+        return super().run_turn(turn)
 
 
 def _missing_key(turn: Turn) -> Outcome:

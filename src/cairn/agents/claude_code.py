@@ -22,18 +22,18 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cairn.agents.base import Outcome, Turn, Usage
+from cairn.agents.base import Usage
+from cairn.agents.cli_adapter import CliAgent
 from cairn.agents.cli_agent import CliModule, CliReport, CliTurnPlan, ToolActivity
 from cairn.errors import UsageError
 from cairn.sanitize import secret_spans, strip_control
 
 if TYPE_CHECKING:
-    from cairn.config import Config
+    pass
 
 ADAPTER = "claude"
 BASE_URL_ENV = "ANTHROPIC_BASE_URL"
@@ -252,54 +252,15 @@ def _relative(workspace: Path, path: str) -> str:
         return "(outside the workspace)"
 
 
-class ClaudeCodeAgent:
+class ClaudeCodeAgent(CliAgent):
     """Claude Code as a cairn agent: the shared CLI turn over the `ClaudeCode` module."""
 
     name = ADAPTER
+    base_url_env = BASE_URL_ENV
+    api_key_env = API_KEY_ENV
+    default_base_url = DEFAULT_BASE_URL
+    default_command = DEFAULT_COMMAND
+    validate = staticmethod(claude_spec)
 
-    def __init__(
-        self,
-        spec: Mapping[str, Any],
-        *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-    ) -> None:
-        self.spec = claude_spec({k: v for k, v in spec.items() if k != "adapter"})
-        self.base_url = base_url
-        self._api_key = api_key
-        self.module: CliModule = ClaudeCode(self.spec["max_retries"])
-
-    def __repr__(self) -> str:  # never the key
-        return f"ClaudeCodeAgent(model={self.spec['model']!r}, base_url={self.base_url!r})"
-
-    @classmethod
-    def from_spec(cls, spec: Mapping[str, Any], config: Config | None = None) -> ClaudeCodeAgent:
-        """Validate the spec; with the runner's `config`, take its endpoint and key as well."""
-        from cairn.agents.openai_spec import checked_base_url
-
-        if config is None:
-            return cls(spec)
-        environment = config.environment
-        base_url = checked_base_url(
-            environment.get(BASE_URL_ENV) or None, f"the runner's {BASE_URL_ENV}"
-        )
-        return cls(spec, base_url=base_url, api_key=environment.get(API_KEY_ENV) or None)
-
-    @classmethod
-    def spec_from_argument(cls, argument: str) -> dict[str, Any]:
-        """`--agent claude[:MODEL]`: the spec with every default."""
-        return claude_spec({"model": argument.strip() or None})
-
-    def binary(self) -> str | None:
-        """The claude binary this agent runs: its configured command, else `claude` on PATH."""
-        command = self.spec["command"] or DEFAULT_COMMAND
-        found = shutil.which(command)
-        return str(Path(found).absolute()) if found else None
-
-    def run_turn(self, turn: Turn) -> Outcome:
-        """One turn of Claude Code in the job's own session."""
-        from cairn.agents.cli_turn import CliTurn
-
-        endpoint = self.base_url or DEFAULT_BASE_URL
-        cli = CliTurn(self.module, self.binary(), turn, endpoint, self._api_key, self.spec)
-        return cli.run()
+    def make_module(self) -> CliModule:
+        return ClaudeCode(self.spec["max_retries"])
