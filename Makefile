@@ -5,9 +5,10 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # System packages (Debian names): the sandbox for agents' commands, npm for the npm tests,
 # socat for the coding CLIs' egress bridge, curl for the egress probes, iproute2 for the
-# host-loss test's network namespaces, chromium for the browser tests (tests/web).
+# host-loss test's network namespaces, chromium and libatomic1 (Playwright's driver) for the
+# browser tests (tests/web).
 DEMO_TOOLS := bubblewrap
-TEST_TOOLS := bubblewrap socat curl iproute2 nodejs npm chromium
+TEST_TOOLS := bubblewrap socat curl iproute2 nodejs npm chromium libatomic1
 # pytest-xdist workers for `make test`: the tests mostly wait on git, subprocesses and
 # PostgreSQL, so more workers than cores pay. 0 runs the suite in one process.
 PYTEST_WORKERS ?= 3

@@ -98,7 +98,7 @@ def test_work_fires_a_due_schedule_once(cli: Cli) -> None:
         (("--request", " "), 2, "the request is empty"),
         (("--request", "push with ghp_" + "c3" * 18), 2, "looks like a credential"),
         (("--agent", "script:missing.yaml"), 2, "no script file named"),
-        (("--agent", "nope:x"), 2, "valid adapters: claude, codex, openai, script"),
+        (("--agent", "nope:x"), 2, "valid adapters: aider, claude, codex, openai, script"),
         (("--as", "nobody"), 1, "no user 'nobody'"),
     ],
 )

@@ -16,6 +16,7 @@ import ssl
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -180,8 +181,13 @@ def _run_inside(
 
 
 def _folder(tmp_path: Path) -> Path:
-    # Inside cairn's (hidden) home, as a job's private folder is.
-    return tmp_path / "home" / "jobs" / "j1" / "egress"
+    # Inside cairn's (hidden) home, as a job's private folder is; where the test's temporary
+    # folder is too deep for a socket's path (pytest-xdist's are deeper), a short private one
+    # under the host's temporary folder, as cli_process falls back to.
+    folder = tmp_path / "home" / "jobs" / "j1" / "egress"
+    if len(str(folder)) > 80:
+        folder = Path(tempfile.mkdtemp(prefix="cairn-egress-"))
+    return folder
 
 
 @needs_tools
