@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from http.server import BaseHTTPRequestHandler
@@ -33,6 +32,7 @@ from cairn.testing import anthropic_script as wire
 from cairn.testing.anthropic_script import Reply
 from cairn.testing.loopback import LoopbackServer
 from cairn.testing.openai_script import Fault
+from cairn.testing.scripted_server import ScriptedServer
 
 TEST_ANTHROPIC_KEY = "sk-ant-cairn-test-key-0123456789"
 """The `anthropic_server` fixture's key: not a secret, but shaped like one, so tests that
@@ -82,104 +82,30 @@ class RecordedMessages:
         return found
 
 
-class ScriptedAnthropicServer:
+class ScriptedAnthropicServer(ScriptedServer[RecordedMessages, Reply]):
     """Serves `scripts` (marker -> replies) on an ephemeral port of 127.0.0.1; thread-safe.
 
     It starts serving when created; `close()` (or leaving the `with` block) stops it promptly,
     also with hanging requests open. With `api_key` set, a request without it gets HTTP 401.
     """
 
+    wait_seconds = 60.0  # a Claude Code turn starts a node process first
+
     def __init__(
         self, scripts: Mapping[str, Sequence[Reply]] = {}, *, api_key: str | None = None
     ) -> None:
-        self.api_key = api_key
-        self._lock = threading.Lock()
-        self._arrived = threading.Condition(self._lock)
-        self._markers: list[str] = []
-        self._scripts: dict[str, list[Reply]] = {}
-        self._served: dict[str, int] = {}
-        self._requests: list[RecordedMessages] = []
-        self._closing = threading.Event()
-        for marker, replies in scripts.items():
-            self.add_answers(marker, *replies)
-        self._http = LoopbackServer(self, _Handler)
-        self._thread = threading.Thread(
-            target=self._http.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        self._thread.start()
-
-    @property
-    def port(self) -> int:
-        """The port the server listens on."""
-        return int(self._http.server_address[1])
+        super().__init__(scripts, _Handler, api_key=api_key)
 
     @property
     def base_url(self) -> str:
         """The URL to give a client as ANTHROPIC_BASE_URL (no /v1: clients add it)."""
         return f"http://127.0.0.1:{self.port}"
 
-    @property
-    def requests(self) -> tuple[RecordedMessages, ...]:
-        """Every request received so far, in arrival order."""
-        with self._lock:
-            return tuple(self._requests)
-
-    def wait_for_requests(
-        self, count: int, *, timeout: float = 60.0
-    ) -> tuple[RecordedMessages, ...]:
-        """The requests once at least `count` arrived (a client in another process)."""
-        with self._arrived:
-            if not self._arrived.wait_for(lambda: len(self._requests) >= count, timeout):
-                raise TimeoutError(f"{len(self._requests)} requests arrived, not {count}")
-            return tuple(self._requests)
-
-    def requests_for(self, marker: str) -> tuple[RecordedMessages, ...]:
-        """The message requests of the conversation `marker`, in arrival order."""
-        return tuple(r for r in self.requests if r.conversation == marker)
-
-    def remaining(self, marker: str) -> int:
-        """How many replies of `marker`'s script are not served yet."""
-        with self._lock:
-            return len(self._scripts.get(marker, [])) - self._served.get(marker, 0)
-
-    def add_answers(self, marker: str, *replies: Reply) -> None:
-        """Append replies to `marker`'s script (a new marker starts a new conversation)."""
-        if not marker:
-            raise ValueError("a conversation marker must not be empty: it would match everything")
-        with self._lock:
-            if marker not in self._scripts:
-                self._markers.append(marker)
-                self._scripts[marker] = []
-                self._served[marker] = 0
-            self._scripts[marker].extend(replies)
-
-    def close(self) -> None:
-        """Stop serving: hanging requests end, open connections close."""
-        if self._closing.is_set():
-            return
-        self._closing.set()
-        self._http.shutdown()
-        self._http.close_connections()
-        self._http.server_close()
-        self._thread.join()
-
-    def __enter__(self) -> ScriptedAnthropicServer:
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.close()
-
     # The handler's side: called from request threads.
 
     def authorize(self, key: str | None) -> tuple[bool, bool]:
         """Whether a key was present, and whether it was the server's."""
         return key is not None, self.api_key is None or key == self.api_key
-
-    def record(self, request: RecordedMessages) -> None:
-        """Keep `request` for the tests."""
-        with self._lock:
-            self._requests.append(request)
-            self._arrived.notify_all()
 
     def take_answer(self, request: RecordedMessages) -> tuple[RecordedMessages, Reply | str]:
         """Record `request` with its conversation; its next reply, or why there is none."""

@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from http.server import BaseHTTPRequestHandler
@@ -32,6 +31,7 @@ from typing import Any, cast
 from cairn.testing import openai_script as wire
 from cairn.testing.loopback import LoopbackServer
 from cairn.testing.openai_script import Answer, Fault
+from cairn.testing.scripted_server import ScriptedServer
 
 DEFAULT_MODELS = ("cairn-scripted",)
 TEST_API_KEY = "cairn-test-key"  # the `openai_server` fixture's key: not a secret
@@ -72,7 +72,7 @@ class RecordedRequest:
         return "\n".join(wire.content_text(message) for message in self.messages)
 
 
-class ScriptedOpenAIServer:
+class ScriptedOpenAIServer(ScriptedServer[RecordedRequest, Answer]):
     """Serves `scripts` (marker -> answers) on an ephemeral port of 127.0.0.1; thread-safe.
 
     It starts serving when created; `close()` (or leaving the `with` block) stops it promptly,
@@ -88,84 +88,14 @@ class ScriptedOpenAIServer:
         models: Sequence[str] = DEFAULT_MODELS,
         markers_anywhere: bool = False,
     ) -> None:
-        self.api_key = api_key
         self.markers_anywhere = markers_anywhere
         self.models = tuple(models)
-        self._lock = threading.Lock()
-        self._arrived = threading.Condition(self._lock)  # notified on every recorded request
-        self._markers: list[str] = []  # in first-seen order: the index names tool call ids
-        self._scripts: dict[str, list[Answer]] = {}
-        self._served: dict[str, int] = {}
-        self._requests: list[RecordedRequest] = []
-        self._closing = threading.Event()
-        for marker, answers in scripts.items():
-            self.add_answers(marker, *answers)
-        self._http = LoopbackServer(self, _Handler)
-        self._thread = threading.Thread(
-            target=self._http.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        self._thread.start()
-
-    @property
-    def port(self) -> int:
-        """The port the server listens on."""
-        return int(self._http.server_address[1])
+        super().__init__(scripts, _Handler, api_key=api_key)
 
     @property
     def base_url(self) -> str:
         """The URL to give the SDK as `base_url` (it ends in /v1, as OpenAI's does)."""
         return f"http://127.0.0.1:{self.port}/v1"
-
-    @property
-    def requests(self) -> tuple[RecordedRequest, ...]:
-        """Every request received so far, in arrival order."""
-        with self._lock:
-            return tuple(self._requests)
-
-    def wait_for_requests(
-        self, count: int, *, timeout: float = 30.0
-    ) -> tuple[RecordedRequest, ...]:
-        """The requests once at least `count` arrived (a client in another thread or process)."""
-        with self._arrived:
-            if not self._arrived.wait_for(lambda: len(self._requests) >= count, timeout):
-                raise TimeoutError(f"{len(self._requests)} requests arrived, not {count}")
-            return tuple(self._requests)
-
-    def requests_for(self, marker: str) -> tuple[RecordedRequest, ...]:
-        """The requests that belonged to the conversation `marker`, in arrival order."""
-        return tuple(r for r in self.requests if r.conversation == marker)
-
-    def remaining(self, marker: str) -> int:
-        """How many answers of `marker`'s script are not served yet."""
-        with self._lock:
-            return len(self._scripts.get(marker, [])) - self._served.get(marker, 0)
-
-    def add_answers(self, marker: str, *answers: Answer) -> None:
-        """Append answers to `marker`'s script (a new marker starts a new conversation)."""
-        if not marker:
-            raise ValueError("a conversation marker must not be empty: it would match everything")
-        with self._lock:
-            if marker not in self._scripts:
-                self._markers.append(marker)
-                self._scripts[marker] = []
-                self._served[marker] = 0
-            self._scripts[marker].extend(answers)
-
-    def close(self) -> None:
-        """Stop serving: hanging requests end, open connections close."""
-        if self._closing.is_set():
-            return
-        self._closing.set()
-        self._http.shutdown()
-        self._http.close_connections()
-        self._http.server_close()
-        self._thread.join()
-
-    def __enter__(self) -> ScriptedOpenAIServer:
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.close()
 
     # The handler's side: called from request threads.
 
@@ -174,12 +104,6 @@ class ScriptedOpenAIServer:
         if self.api_key is None:
             return header is not None, True
         return header is not None, header == f"Bearer {self.api_key}"
-
-    def record(self, request: RecordedRequest) -> None:
-        """Keep `request` for the tests."""
-        with self._lock:
-            self._requests.append(request)
-            self._arrived.notify_all()
 
     def take_answer(self, request: RecordedRequest) -> tuple[RecordedRequest, Answer | str]:
         """Record `request` with its conversation; its next answer, or why there is none."""

@@ -30,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from http.server import BaseHTTPRequestHandler
@@ -42,6 +41,7 @@ from cairn.testing.loopback import LoopbackServer
 from cairn.testing.openai_script import CREATED, Answer, Fault
 from cairn.testing.openai_server import DEFAULT_MODELS
 from cairn.testing.responses_script import CustomToolCall, Ids
+from cairn.testing.scripted_server import ScriptedServer
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ class RecordedResponsesRequest:
         return "\n".join(texts + [wire.item_text(item) for item in self.input])
 
 
-class ScriptedResponsesServer:
+class ScriptedResponsesServer(ScriptedServer[RecordedResponsesRequest, Answer]):
     """Serves `scripts` (marker -> answers) on an ephemeral port of 127.0.0.1; thread-safe.
 
     It starts serving when created; `close()` (or leaving the `with` block) stops it promptly,
@@ -103,85 +103,15 @@ class ScriptedResponsesServer:
         models: Sequence[str] = DEFAULT_MODELS,
         codex_models: Sequence[Mapping[str, Any]] = (),
     ) -> None:
-        self.api_key = api_key
         self.models = tuple(models)
         self.codex_models = [dict(entry) for entry in codex_models]
-        self._lock = threading.Lock()
-        self._arrived = threading.Condition(self._lock)  # notified on every recorded request
-        self._markers: list[str] = []  # in first-seen order: the index names response ids
-        self._scripts: dict[str, list[Answer]] = {}
-        self._served: dict[str, int] = {}
         self._responses: dict[str, str] = {}  # response id -> its conversation's marker
-        self._requests: list[RecordedResponsesRequest] = []
-        self._closing = threading.Event()
-        for marker, answers in scripts.items():
-            self.add_answers(marker, *answers)
-        self._http = LoopbackServer(self, _Handler)
-        self._thread = threading.Thread(
-            target=self._http.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        self._thread.start()
-
-    @property
-    def port(self) -> int:
-        """The port the server listens on."""
-        return int(self._http.server_address[1])
+        super().__init__(scripts, _Handler, api_key=api_key)
 
     @property
     def base_url(self) -> str:
         """The URL to give the SDK as `base_url` (it ends in /v1, as OpenAI's does)."""
         return f"http://127.0.0.1:{self.port}/v1"
-
-    @property
-    def requests(self) -> tuple[RecordedResponsesRequest, ...]:
-        """Every request received so far, in arrival order."""
-        with self._lock:
-            return tuple(self._requests)
-
-    def wait_for_requests(
-        self, count: int, *, timeout: float = 30.0
-    ) -> tuple[RecordedResponsesRequest, ...]:
-        """The requests once at least `count` arrived (a client in another thread or process)."""
-        with self._arrived:
-            if not self._arrived.wait_for(lambda: len(self._requests) >= count, timeout):
-                raise TimeoutError(f"{len(self._requests)} requests arrived, not {count}")
-            return tuple(self._requests)
-
-    def requests_for(self, marker: str) -> tuple[RecordedResponsesRequest, ...]:
-        """The requests that belonged to the conversation `marker`, in arrival order."""
-        return tuple(r for r in self.requests if r.conversation == marker)
-
-    def remaining(self, marker: str) -> int:
-        """How many answers of `marker`'s script are not served yet."""
-        with self._lock:
-            return len(self._scripts.get(marker, [])) - self._served.get(marker, 0)
-
-    def add_answers(self, marker: str, *answers: Answer) -> None:
-        """Append answers to `marker`'s script (a new marker starts a new conversation)."""
-        if not marker:
-            raise ValueError("a conversation marker must not be empty: it would match everything")
-        with self._lock:
-            if marker not in self._scripts:
-                self._markers.append(marker)
-                self._scripts[marker] = []
-                self._served[marker] = 0
-            self._scripts[marker].extend(answers)
-
-    def close(self) -> None:
-        """Stop serving: hanging requests end, open connections close."""
-        if self._closing.is_set():
-            return
-        self._closing.set()
-        self._http.shutdown()
-        self._http.close_connections()
-        self._http.server_close()
-        self._thread.join()
-
-    def __enter__(self) -> ScriptedResponsesServer:
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.close()
 
     # The handler's side: called from request threads.
 
@@ -190,12 +120,6 @@ class ScriptedResponsesServer:
         if self.api_key is None:
             return header is not None, True
         return header is not None, header == f"Bearer {self.api_key}"
-
-    def record(self, request: RecordedResponsesRequest) -> None:
-        """Keep `request` for the tests."""
-        with self._lock:
-            self._requests.append(request)
-            self._arrived.notify_all()
 
     def take_answer(
         self, request: RecordedResponsesRequest
