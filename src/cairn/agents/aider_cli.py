@@ -48,12 +48,12 @@ from typing import TYPE_CHECKING, Any
 
 from cairn.agents import mcp_tools
 from cairn.agents.base import DependencyAsk, Outcome, OutcomeKind, Turn, Usage
-from cairn.agents.cli_adapter import CliAgent
+from cairn.agents.cli_adapter import CliAgent, spec_command, spec_timeout
 from cairn.agents.cli_agent import CliModule, CliReport, CliTurnPlan, ToolActivity
 from cairn.agents.cli_process import CliRun
 from cairn.agents.cli_turn import REQUESTS_FOLDER, CliTurn
 from cairn.errors import UsageError
-from cairn.sanitize import secret_spans, strip_control
+from cairn.sanitize import secret_spans
 
 if TYPE_CHECKING:
     pass
@@ -107,23 +107,17 @@ def aider_spec(given: Mapping[str, Any]) -> dict[str, Any]:
         raise UsageError("--model names a model as the server names it, like gpt-4o (no spaces)")
     if secret_spans(model):
         raise UsageError("--model looks like a credential, not a model name")
-    command = given.get("command")
-    if command is not None and (
-        not isinstance(command, str) or not command.strip() or strip_control(command) != command
-    ):
-        raise UsageError("--command is the path of the aider binary (or its name on PATH)")
+    command = spec_command(given, "aider")
     edit_format = given.get("edit_format")
     if edit_format is not None and edit_format not in EDIT_FORMATS:
         raise UsageError(f"edit_format is one of {', '.join(EDIT_FORMATS)}")
-    timeout = given.get("timeout", DEFAULT_TIMEOUT)
-    if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout < 10:
-        raise UsageError("timeout is a number of seconds, at least 10")
+    timeout = spec_timeout(given, DEFAULT_TIMEOUT)
     return {
         "adapter": ADAPTER,
         "model": model,
         "command": command,
         "edit_format": edit_format,
-        "timeout": float(timeout),
+        "timeout": timeout,
     }
 
 

@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cairn.agents.base import Usage
-from cairn.agents.cli_adapter import CliAgent
+from cairn.agents.cli_adapter import CliAgent, spec_command, spec_retries, spec_timeout
 from cairn.agents.cli_agent import CliModule, CliReport, CliTurnPlan, ToolActivity
 from cairn.errors import UsageError
-from cairn.sanitize import secret_spans, strip_control
+from cairn.sanitize import secret_spans
 
 if TYPE_CHECKING:
     pass
@@ -60,23 +60,15 @@ def claude_spec(given: Mapping[str, Any]) -> dict[str, Any]:
         raise UsageError("--model names a Claude model, like claude-sonnet-4-5 (no spaces)")
     if isinstance(model, str) and secret_spans(model):
         raise UsageError("--model looks like a credential, not a model name")
-    command = given.get("command")
-    if command is not None and (
-        not isinstance(command, str) or not command.strip() or strip_control(command) != command
-    ):
-        raise UsageError("--command is the path of the claude binary (or its name on PATH)")
-    retries = given.get("max_retries", DEFAULT_MAX_RETRIES)
-    if not isinstance(retries, int) or isinstance(retries, bool) or not 0 <= retries <= 10:
-        raise UsageError("max_retries is a whole number from 0 to 10")
-    timeout = given.get("timeout", DEFAULT_TIMEOUT)
-    if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout < 10:
-        raise UsageError("timeout is a number of seconds, at least 10")
+    command = spec_command(given, "claude")
+    retries = spec_retries(given, DEFAULT_MAX_RETRIES)
+    timeout = spec_timeout(given, DEFAULT_TIMEOUT)
     return {
         "adapter": ADAPTER,
         "model": model,
         "command": command,
         "max_retries": retries,
-        "timeout": float(timeout),
+        "timeout": timeout,
     }
 
 

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from cairn.agents.base import Outcome, Turn
 from cairn.agents.cli_agent import CliModule
+from cairn.errors import UsageError
+from cairn.sanitize import strip_control
 
 if TYPE_CHECKING:
     from cairn.agents.cli_turn import CliTurn
@@ -87,3 +89,29 @@ class CliAgent:
     def run_turn(self, turn: Turn) -> Outcome:
         """One turn of the CLI in the job's own session."""
         return self.make_turn(turn, self.base_url or self.default_base_url).run()
+
+
+def spec_command(given: Mapping[str, Any], cli: str) -> str | None:
+    """A spec's `command`: the path of the CLI's binary or its name on PATH (None: the default)."""
+    command = given.get("command")
+    if command is not None and (
+        not isinstance(command, str) or not command.strip() or strip_control(command) != command
+    ):
+        raise UsageError(f"--command is the path of the {cli} binary (or its name on PATH)")
+    return command
+
+
+def spec_retries(given: Mapping[str, Any], default: int) -> int:
+    """A spec's `max_retries`: how often the CLI retries a lost request."""
+    retries = given.get("max_retries", default)
+    if not isinstance(retries, int) or isinstance(retries, bool) or not 0 <= retries <= 10:
+        raise UsageError("max_retries is a whole number from 0 to 10")
+    return retries
+
+
+def spec_timeout(given: Mapping[str, Any], default: float) -> float:
+    """A spec's `timeout`: the seconds one turn of the CLI may take."""
+    timeout = given.get("timeout", default)
+    if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout < 10:
+        raise UsageError("timeout is a number of seconds, at least 10")
+    return float(timeout)

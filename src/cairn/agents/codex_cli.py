@@ -32,11 +32,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cairn.agents import codex_config
-from cairn.agents.cli_adapter import CliAgent
+from cairn.agents.cli_adapter import CliAgent, spec_command, spec_retries, spec_timeout
 from cairn.agents.cli_agent import CliModule, CliTurnPlan
 from cairn.agents.codex_events import THREAD_ID, CodexEvents
 from cairn.errors import UsageError
-from cairn.sanitize import secret_spans, strip_control
+from cairn.sanitize import secret_spans
 
 if TYPE_CHECKING:
     pass
@@ -66,23 +66,15 @@ def codex_spec(given: Mapping[str, Any]) -> dict[str, Any]:
         raise UsageError("--model names a model, like gpt-5.1-codex (no spaces)")
     if isinstance(model, str) and secret_spans(model):
         raise UsageError("--model looks like a credential, not a model name")
-    command = given.get("command")
-    if command is not None and (
-        not isinstance(command, str) or not command.strip() or strip_control(command) != command
-    ):
-        raise UsageError("--command is the path of the codex binary (or its name on PATH)")
-    retries = given.get("max_retries", DEFAULT_MAX_RETRIES)
-    if not isinstance(retries, int) or isinstance(retries, bool) or not 0 <= retries <= 10:
-        raise UsageError("max_retries is a whole number from 0 to 10")
-    timeout = given.get("timeout", DEFAULT_TIMEOUT)
-    if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout < 10:
-        raise UsageError("timeout is a number of seconds, at least 10")
+    command = spec_command(given, "codex")
+    retries = spec_retries(given, DEFAULT_MAX_RETRIES)
+    timeout = spec_timeout(given, DEFAULT_TIMEOUT)
     return {
         "adapter": ADAPTER,
         "model": model,
         "command": command,
         "max_retries": retries,
-        "timeout": float(timeout),
+        "timeout": timeout,
     }
 
 
