@@ -67,3 +67,30 @@ def test_a_crash_at_a_named_point_still_delivers_once(cairn: Cairn, point: str) 
     ]
     assert cairn.git("show", "main:out.txt") == "one\ntwo"
     assert int(cairn.git("rev-list", "--count", "main")) == int(before) + 1
+
+
+def test_a_git_killed_with_its_runner_leaves_no_lock_that_blocks_the_job(cairn: Cairn) -> None:
+    """SIGKILL takes git down with the runner, before git removes its lock files: the next
+    runner clears the ones on the job's worktree (its index, HEAD, its branch) and goes on."""
+    job = cairn.submit(SCRIPT)
+    assert _work(cairn, "crash:after_accept:preparing_workspace") == 137
+    workspace = cairn.workspace(job.id)
+    names = ("index.lock", "HEAD.lock", f"refs/heads/{cairn.branch(job.id)}.lock")
+    where = [
+        "git",
+        "rev-parse",
+        "--path-format=absolute",
+        *(a for n in names for a in ("--git-path", n)),
+    ]
+    found = subprocess.run(where, cwd=workspace, capture_output=True, text=True, check=True)
+    locks = [Path(line) for line in found.stdout.splitlines()]
+    assert len(locks) == 3 and all(lock.parent.is_dir() for lock in locks)
+    for lock in locks:
+        lock.write_text("left by a killed git\n")
+    assert _work(cairn) == 0
+    assert cairn.job(job.id).status is Status.waiting, cairn.detail(job.id)["diagnosis"]
+    cairn.approve(job.id)
+    assert _work(cairn) == 0
+    assert cairn.job(job.id).status is Status.completed, cairn.detail(job.id)["diagnosis"]
+    assert [lock for lock in locks if lock.exists()] == []
+    assert cairn.git("show", "main:out.txt") == "one\ntwo"

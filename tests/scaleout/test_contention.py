@@ -180,13 +180,21 @@ def _wait(store: Store, until: Callable[[int], bool], what: str) -> None:
         with store.begin() as conn:
             rows = conn.execute(sa.select(jobs.c.status, sa.func.count()).group_by(jobs.c.status))
             counts = {status: count for status, count in rows}
-        stuck = {s: counts.get(s, 0) for s in ("failed", "blocked", "cancelled", "rejected")}
-        assert not any(stuck.values()), f"jobs ended wrongly while waiting for {what}: {counts}"
+        wrong = _ended_wrongly(store)
+        assert not wrong, f"jobs ended wrongly while waiting for {what}: {counts} {wrong}"
         if until(counts.get(Status.completed.value, 0)):
             return
         if time.monotonic() > deadline:
             pytest.fail(f"timed out waiting for {what}: {counts}")
         time.sleep(0.2)
+
+
+def _ended_wrongly(store: Store) -> list[tuple[int, str, str, str | None]]:
+    """Jobs that ended otherwise than completed: id, status, stage and diagnosis."""
+    ended = ("failed", "blocked", "cancelled", "rejected")
+    query = sa.select(jobs.c.id, jobs.c.status, jobs.c.stage, jobs.c.diagnosis)
+    with store.begin() as conn:
+        return [tuple(row) for row in conn.execute(query.where(jobs.c.status.in_(ended)))]
 
 
 def _check_jobs(conn: sa.Connection, ids: list[int]) -> None:

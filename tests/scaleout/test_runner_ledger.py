@@ -29,7 +29,13 @@ def _jobs(store: Store, count: int) -> list[int]:
 def _register(store: Store, runner_id: str, lease: float = 30) -> None:
     with store.begin() as conn:
         runner_ledger.register(
-            conn, runner_id, host="host-a", pid=4242, concurrency=2, lease_seconds=lease
+            conn,
+            runner_id,
+            host="host-a",
+            workspace_host="host-a#1",
+            pid=4242,
+            concurrency=2,
+            lease_seconds=lease,
         )
 
 

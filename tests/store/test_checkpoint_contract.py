@@ -1,4 +1,5 @@
-"""The checkpoints, workspace-holder and host-beat ledgers' contract, on SQLite and PostgreSQL.
+"""The checkpoints and workspace-holder ledgers' contract, with affinity to hosts whose runners
+still beat in the runners ledger, on SQLite and PostgreSQL.
 
 Part of the store contract suite (the `store` fixture runs each test on both backends).
 """
@@ -9,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from tests.store.test_contract import assert_utc, claimed, submit_jobs
 
 from cairn.errors import LeaseLost
@@ -19,8 +21,10 @@ from cairn.store import checkpoints as checkpoint_ledger
 from cairn.store import context_steps as conversation
 from cairn.store import contexts as context_ledger
 from cairn.store import jobs as job_ledger
+from cairn.store import runners as runner_ledger
 from cairn.store.checkpoints import Checkpoint
 from cairn.store.records import ContextStep, Job, StepKind
+from cairn.store.schema import runners
 
 BUNDLE = b"# v2 git bundle\n\x00\xff\x10binary after the header\x00"
 
@@ -94,15 +98,19 @@ def test_the_holder_of_a_workspace_is_replaced_not_added(store: Store) -> None:
         assert workspace_hosts.holder(conn, job.id) == "host-b"
 
 
-def test_a_host_beat_is_kept_per_host_and_moves_forward(store: Store) -> None:
-    earlier = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
-    with store.begin() as conn:
-        assert workspace_hosts.last_beat(conn, "host-a") is None
-        workspace_hosts.beat(conn, "host-a", earlier)
-        workspace_hosts.beat(conn, "host-b", earlier + timedelta(seconds=1))
-        workspace_hosts.beat(conn, "host-a", earlier + timedelta(seconds=5))
-        assert workspace_hosts.last_beat(conn, "host-a") == earlier + timedelta(seconds=5)
-        assert workspace_hosts.last_beat(conn, "host-b") == earlier + timedelta(seconds=1)
+def _beats(conn: sa.Connection, host: str, at: datetime) -> None:
+    """A runner of `host` (its workspaces' host) last heard of `at`."""
+    runner_id = f"runner-of-{host}-{at.timestamp()}"
+    runner_ledger.register(
+        conn,
+        runner_id,
+        host="machine",
+        workspace_host=host,
+        pid=1,
+        concurrency=1,
+        lease_seconds=10,
+    )
+    conn.execute(sa.update(runners).where(runners.c.id == runner_id).values(heartbeat_at=at))
 
 
 def _claim_as(store: Store, host: str, now: datetime, wait: float = 30) -> Job | None:
@@ -119,7 +127,7 @@ def _queued_on(store: Store, holder: str | None, beat: datetime | None) -> tuple
         if holder is not None:
             workspace_hosts.hold(conn, job.id, holder)
         if beat is not None and holder is not None:
-            workspace_hosts.beat(conn, holder, beat)
+            _beats(conn, holder, beat)
         queued = job_ledger.get_job(conn, job.id)
     return queued, queued.updated_at
 

@@ -15,7 +15,6 @@ from cairn.cli.context import (
     print_json,
     session,
 )
-from cairn.forges.rooms import check_room
 
 credential_app = command_group("Store forge credentials, encrypted with CAIRN_SECRET_KEY.")
 
@@ -44,6 +43,7 @@ def room_check(
     as_user: str | None = AS_OPTION,
 ) -> None:
     """Check that the room's forge credential can read the repository and push a branch."""
+    from cairn.forges.rooms import check_room
     from cairn.jobs.policy import require_group_admin
     from cairn.store import identity
     from cairn.store.rooms import get_room

@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 from cairn.config import Config
 from cairn.engine import NO_FAULTS, Faults
+from cairn.jobs.checkpoints import host_of
 from cairn.jobs.drive import ProgressCallback
 from cairn.jobs.runner import Runner, new_runner_id
 from cairn.store import Store
@@ -229,6 +230,7 @@ class RunnerProcess:
                 conn,
                 self.runner_id,
                 host=socket.gethostname(),
+                workspace_host=host_of(self.config),
                 pid=os.getpid(),
                 concurrency=self.concurrency,
                 lease_seconds=self.config.lease_seconds,

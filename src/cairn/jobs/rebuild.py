@@ -42,7 +42,9 @@ def ensure_workspace_here(drive: Drive) -> Checkpoint | None:
         held_by = workspace_hosts.holder(conn, drive.job.id)
         latest = checkpoint_ledger.latest(conn, drive.job.id, bundle=False)
     if held_by == here and os.path.lexists(drive.worktree.path):
-        # This host's own workspace, whatever state a crash left it in (rule 9 decides).
+        # This host's own workspace, whatever state a crash left it in (rule 9 decides), but
+        # without the locks of a git the crash killed: they would stop every git call there.
+        drive.worktree.clear_stale_locks()
         return None
     if held_by is None and latest is None:
         with drive.fenced() as conn:  # a job new to every host: this one makes its workspace

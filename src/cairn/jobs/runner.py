@@ -77,7 +77,6 @@ class Runner:
         self.runner_id = runner_id or new_runner_id()
         self.host = host_of(config)
         """Where this runner's workspaces live; jobs whose workspace is here prefer it."""
-        self._beat_at = 0.0
         self.on_progress = on_progress
         self.on_idle = on_idle or (lambda: None)
         """Called once each time the runner starts waiting for work, not on every poll."""
@@ -96,7 +95,6 @@ class Runner:
                 self._fire_schedules()
                 self._close_rejected()
             with self.store.begin() as conn:
-                self._beat(conn)
                 job = leases.claim(
                     conn,
                     self.runner_id,
@@ -115,12 +113,6 @@ class Runner:
                 self.on_idle()
             self.wait_for_work()
         return driven
-
-    def _beat(self, conn: sa.Connection) -> None:
-        """Say this host's runner is alive (at most a few times per lease)."""
-        if time.monotonic() - self._beat_at >= self.config.lease_seconds / 3:
-            workspace_hosts.beat(conn, self.host, leases.database_now(conn))
-            self._beat_at = time.monotonic()
 
     def _held_elsewhere(self, now: datetime) -> sa.ColumnElement[bool]:
         """Affinity: jobs whose workspace is on another live host wait a little for it."""
@@ -191,7 +183,6 @@ class Runner:
             try:
                 with self.store.begin() as conn:
                     held = leases.renew(conn, job.id, job.fencing_token, self.config.lease_seconds)
-                    self._beat(conn)
             except Exception:
                 _log.warning("could not renew the lease of job %s; retrying", job.id)
                 held = time.monotonic() < held_until - interval

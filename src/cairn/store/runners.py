@@ -36,6 +36,7 @@ def register(
     runner_id: str,
     *,
     host: str,
+    workspace_host: str,
     pid: int,
     concurrency: int,
     lease_seconds: float,
@@ -47,6 +48,7 @@ def register(
         sa.insert(runners).values(
             id=runner_id,
             host=host,
+            workspace_host=workspace_host,
             pid=pid,
             concurrency=concurrency,
             lease_seconds=lease_seconds,

@@ -382,22 +382,16 @@ workspace_holders = sa.Table(
     sa.Column("at", UTCDateTime, nullable=False),
 )
 
-# When each host's runner was last alive: a job waits briefly for its workspace's host only
-# while that host still beats.
-host_beats = sa.Table(
-    "host_beats",
-    metadata,
-    sa.Column("host", sa.String(255), primary_key=True),
-    sa.Column("beat_at", UTCDateTime, nullable=False),
-)
-
 # The runner processes working on this store, each heard from every third of its lease: one
-# not heard from for a whole lease is lost (its jobs' leases have run out too).
+# not heard from for a whole lease is lost (its jobs' leases have run out too). A job whose
+# workspace is on a host (`workspace_host`, as workspace_holders names it) waits briefly for
+# it only while a runner of that host still beats.
 runners = sa.Table(
     "runners",
     metadata,
     sa.Column("id", sa.String(128), primary_key=True),
     sa.Column("host", sa.String(255), nullable=False),
+    sa.Column("workspace_host", sa.String(255), nullable=False),
     sa.Column("pid", sa.Integer, nullable=False),
     sa.Column("concurrency", sa.Integer, nullable=False),
     sa.Column("lease_seconds", sa.Float, nullable=False),

@@ -2,8 +2,8 @@
 
 A job's workspace lives on one host's disk. The holder row says which; a runner on another
 host that claims the job rebuilds the workspace from its checkpoint and becomes the holder.
-Each host's runners beat here, so a claim elsewhere can wait briefly for a live holder and
-never for a dead one.
+The runners ledger says which hosts' runners still beat, so a claim elsewhere can wait
+briefly for a live holder and never for a dead one.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 
-from cairn.store.schema import host_beats, jobs, utcnow, workspace_holders
+from cairn.store.schema import jobs, runners, utcnow, workspace_holders
 
 
 def holder(conn: sa.Connection, job_id: int) -> str | None:
@@ -31,20 +31,6 @@ def hold(conn: sa.Connection, job_id: int, host: str) -> None:
         conn.execute(sa.insert(workspace_holders).values(job_id=job_id, **values))
 
 
-def beat(conn: sa.Connection, host: str, now: datetime) -> None:
-    """Note that a runner of `host` is alive at `now` (the store's clock)."""
-    updated = conn.execute(
-        sa.update(host_beats).where(host_beats.c.host == host).values(beat_at=now)
-    )
-    if updated.rowcount == 0:
-        conn.execute(sa.insert(host_beats).values(host=host, beat_at=now))
-
-
-def last_beat(conn: sa.Connection, host: str) -> datetime | None:
-    """When a runner of `host` last beat; None when none ever did."""
-    return conn.execute(sa.select(host_beats.c.beat_at).where(host_beats.c.host == host)).scalar()
-
-
 def held_elsewhere(
     host: str, now: datetime, *, alive_seconds: float, wait_seconds: float
 ) -> sa.ColumnElement[bool]:
@@ -54,11 +40,11 @@ def held_elsewhere(
     recent = now - timedelta(seconds=wait_seconds)
     live_holder = (
         sa.select(workspace_holders.c.job_id)
-        .join(host_beats, host_beats.c.host == workspace_holders.c.host)
+        .join(runners, runners.c.workspace_host == workspace_holders.c.host)
         .where(
             workspace_holders.c.job_id == jobs.c.id,
             workspace_holders.c.host != host,
-            host_beats.c.beat_at > alive,
+            runners.c.heartbeat_at > alive,
         )
         .exists()
     )

@@ -70,6 +70,31 @@ class Worktree:
         head = try_git("symbolic-ref", "-q", "HEAD", cwd=self.path)
         return head.returncode == 0 and head.stdout == self.branch_ref
 
+    def clear_stale_locks(self) -> list[str]:
+        """Remove the lock files a killed git left on this worktree; the names of those removed.
+
+        Only for the runner that holds the job's lease, before it uses the worktree: no other
+        git command works on this job's index, HEAD or branch then, so such a lock is left
+        over from a runner that died in the middle of one (SIGKILL skips git's own clean-up),
+        and every later git command here would refuse to run until it is gone.
+        """
+        if not self._links_to_mirror():
+            return []
+        pointer = (self.path / ".git").read_text(encoding="utf-8").strip()
+        admin = Path(pointer.removeprefix("gitdir:").strip())
+        candidates = [
+            admin / "index.lock",
+            admin / "HEAD.lock",
+            admin / "ORIG_HEAD.lock",
+            self.mirror.path / f"{self.branch_ref}.lock",
+        ]
+        removed = []
+        for lock in candidates:
+            with contextlib.suppress(FileNotFoundError):
+                lock.unlink()
+                removed.append(lock.name)
+        return removed
+
     def _links_to_mirror(self) -> bool:
         # `worktree repair` writes into whatever admin folder a .git file names; only let it
         # near folders whose .git file names one of this mirror's own worktree entries.

@@ -48,16 +48,9 @@ def upgrade() -> None:
         ),
         sa.PrimaryKeyConstraint("job_id", name=op.f("pk_workspace_holders")),
     )
-    op.create_table(
-        "host_beats",
-        sa.Column("host", sa.String(length=255), nullable=False),
-        sa.Column("beat_at", sa.DateTime(timezone=True), nullable=False),
-        sa.PrimaryKeyConstraint("host", name=op.f("pk_host_beats")),
-    )
 
 
 def downgrade() -> None:
-    op.drop_table("host_beats")
     op.drop_table("workspace_holders")
     op.drop_index(op.f("ix_checkpoints_job_id"), table_name="checkpoints")
     op.drop_table("checkpoints")

@@ -6,7 +6,7 @@ notification is never sent for a write that rolled back. SQLite has no such chan
 runners poll.
 
 Revision ID: 0011
-Revises: 0007
+Revises: 0010
 Create Date: 2026-12-01
 """
 
@@ -47,6 +47,7 @@ def upgrade() -> None:
         "runners",
         sa.Column("id", sa.String(length=128), nullable=False),
         sa.Column("host", sa.String(length=255), nullable=False),
+        sa.Column("workspace_host", sa.String(length=255), nullable=False),
         sa.Column("pid", sa.Integer(), nullable=False),
         sa.Column("concurrency", sa.Integer(), nullable=False),
         sa.Column("lease_seconds", sa.Float(), nullable=False),
