@@ -20,7 +20,8 @@ import re
 import selectors
 import signal
 import subprocess
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
@@ -329,12 +330,46 @@ def _after_subcommand(
     return (*args[: index + 1], *extra, *args[index + 1 :])
 
 
+_read_once = threading.local()
+# What decides which config files git reads in a folder, besides the folder.
+_CONFIG_ENV = ("HOME", "XDG_CONFIG_HOME", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM",
+               "GIT_CONFIG_NOSYSTEM")  # fmt: skip
+
+
+@contextlib.contextmanager
+def config_read_once() -> Iterator[None]:
+    """Within: the driver settings of each folder are read once and reused by later calls.
+
+    For a short run of cairn's own git calls in one thread that write no config while no
+    agent or person's command runs: the config cannot change between them, and each call
+    would otherwise start one more `git config` first.
+    """
+    if getattr(_read_once, "found", None) is not None:
+        yield  # an outer run already reads once
+        return
+    _read_once.found = {}
+    try:
+        yield
+    finally:
+        _read_once.found = None
+
+
 def _driver_overrides(
     args: tuple[str, ...], cwd: Path | str, environ: Mapping[str, str]
 ) -> dict[str, str]:
     """Settings (as environment) that switch off every filter, diff and merge driver in config."""
     if _subcommand(args)[1] in _NO_CONTENT_COMMANDS:
         return {}
+    found: dict[tuple[str, ...], dict[str, str]] | None = getattr(_read_once, "found", None)
+    if found is None:
+        return _read_overrides(cwd, environ)
+    key = (str(cwd), *(environ.get(name, "") for name in _CONFIG_ENV))
+    if key not in found:
+        found[key] = _read_overrides(cwd, environ)
+    return found[key]
+
+
+def _read_overrides(cwd: Path | str, environ: Mapping[str, str]) -> dict[str, str]:
     try:
         found = subprocess.run(
             ["git", *HARDENING, "config", "-z", "--name-only", "--get-regexp", _DRIVER_QUERY],

@@ -11,7 +11,7 @@ from typing import Any
 
 from cairn.errors import WorkspaceError
 from cairn.removal import remove_tree
-from cairn.workspace.git import IDENTITY, check_branch_name, run_git, try_git
+from cairn.workspace.git import IDENTITY, check_branch_name, config_read_once, run_git, try_git
 from cairn.workspace.mirror import Mirror
 
 STAT_WIDTH = 10_000
@@ -62,13 +62,16 @@ class Worktree:
 
     def is_valid(self) -> bool:
         """True when the folder is a worktree of this mirror with the job's branch checked out."""
-        if not (self.path / ".git").is_file():
+        # Read from the files git itself reads (no git process: this runs before every step):
+        # `.git` names one of the mirror's worktree entries, whose HEAD names the job's branch.
+        admin = self._admin()
+        if admin is None or not (self.path / ".git").is_file():
             return False
-        common = try_git("rev-parse", "--path-format=absolute", "--git-common-dir", cwd=self.path)
-        if common.returncode != 0 or Path(common.stdout).resolve() != self.mirror.path.resolve():
+        try:
+            head = (admin / "HEAD").read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError):
             return False
-        head = try_git("symbolic-ref", "-q", "HEAD", cwd=self.path)
-        return head.returncode == 0 and head.stdout == self.branch_ref
+        return head == f"ref: {self.branch_ref}"
 
     def clear_stale_locks(self) -> list[str]:
         """Remove the lock files a killed git left on this worktree; the names of those removed.
@@ -78,10 +81,9 @@ class Worktree:
         over from a runner that died in the middle of one (SIGKILL skips git's own clean-up),
         and every later git command here would refuse to run until it is gone.
         """
-        if not self._links_to_mirror():
+        admin = self._admin()
+        if admin is None:
             return []
-        pointer = (self.path / ".git").read_text(encoding="utf-8").strip()
-        admin = Path(pointer.removeprefix("gitdir:").strip())
         candidates = [
             admin / "index.lock",
             admin / "HEAD.lock",
@@ -98,12 +100,20 @@ class Worktree:
     def _links_to_mirror(self) -> bool:
         # `worktree repair` writes into whatever admin folder a .git file names; only let it
         # near folders whose .git file names one of this mirror's own worktree entries.
+        return self._admin() is not None
+
+    def _admin(self) -> Path | None:
+        """The mirror's entry for this worktree, if the worktree's `.git` names one of them."""
         try:
             pointer = (self.path / ".git").read_text(encoding="utf-8").strip()
         except (OSError, UnicodeDecodeError):
-            return False
-        admin = Path(pointer.removeprefix("gitdir:").strip())
-        return admin.resolve().parent == (self.mirror.path / "worktrees").resolve()
+            return None
+        if not pointer.startswith("gitdir:"):
+            return None
+        admin = self.path / pointer.removeprefix("gitdir:").strip()  # relative to the folder
+        if admin.resolve().parent != (self.mirror.path / "worktrees").resolve():
+            return None
+        return admin
 
     def _add(self, baseline: str) -> None:
         # Build the checkout beside the final path and move it in, so an interrupted checkout
@@ -144,7 +154,7 @@ class Worktree:
         """The tree id of everything in the worktree, uncommitted and untracked files included."""
         # A throwaway index seeded from HEAD: the worktree's own index (which the agent may be
         # using) is never read or written, and no stat cache can hide an equal-size edit.
-        with tempfile.TemporaryDirectory(prefix="cairn-index-") as scratch:
+        with config_read_once(), tempfile.TemporaryDirectory(prefix="cairn-index-") as scratch:
             env = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
             failure = "git could not measure the job's workspace"
             self.git("read-tree", "HEAD", env=env, failure=failure)
@@ -176,6 +186,10 @@ class Worktree:
         """Commit the worktree's content on the job's branch; safe to repeat after a crash."""
         if not self.is_valid():
             raise WorkspaceError("the job's workspace is missing or no longer on the job's branch")
+        with config_read_once():
+            return self._commit(baseline, message)
+
+    def _commit(self, baseline: str, message: str) -> str:
         tree = self.content_id()
         head = self.head()
         if self.git("rev-parse", f"{head}^{{tree}}") != tree:
