@@ -11,6 +11,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 
 from authority.conftest import WRITE_B
+from cairn.jobs.policy import REASON_LIMIT
 from security.leaks import Planted, assert_no_leak, planted_texts
 
 from .conftest import Site
@@ -32,8 +33,8 @@ def test_no_page_carries_a_planted_secret(site: Site, clients: Clients) -> None:
         )
         assert made.status_code == 303, made.text
         job = made.headers["location"].rsplit("/", 1)[1]
-        # A reason is required: the planted text may be empty.
-        reason = f"no: {planted.text}"
+        # A reason is required (the planted text may be empty) and bounded (it may be long).
+        reason = f"no: {planted.text}"[:REASON_LIMIT]
         rejected = bob.post(f"/jobs/{job}/reject", data={"reason": reason, "csrf": bob_csrf})
         assert rejected.status_code == 303, rejected.text
         shown = [
