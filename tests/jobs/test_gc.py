@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from cairn.jobs.gc import collect
 from cairn.stages import Status
+from cairn.store import checkpoints as checkpoint_ledger
 
 from .conftest import Cairn
 
@@ -19,15 +20,24 @@ def test_gc_removes_an_ended_jobs_workspace_then_its_merged_branch(cairn: Cairn)
     assert cairn.job(done.id).status is Status.completed
     assert cairn.job(waiting.id).status is Status.waiting
 
+    with cairn.store.begin() as conn:
+        assert checkpoint_ledger.for_job(conn, done.id), "the delivered job was checkpointed"
+        kept = checkpoint_ledger.for_job(conn, waiting.id)
+    assert kept, "the waiting job was checkpointed"
+
     first = collect(cairn.store, cairn.config)
 
     assert first.workspaces == [done.id]
+    assert first.checkpoints == [done.id]
+    with cairn.store.begin() as conn:
+        assert checkpoint_ledger.for_job(conn, done.id) == []
+        assert checkpoint_ledger.for_job(conn, waiting.id) == kept, "a job that may run keeps them"
     assert not cairn.workspace(done.id).exists() and cairn.workspace(waiting.id).is_dir()
     assert cairn.git("branch", "--list", cairn.branch(done.id)) != "", "the repository is untouched"
 
     second = collect(cairn.store, cairn.config, branches=True)
 
-    assert second.workspaces == []
+    assert second.workspaces == [] and second.checkpoints == []
     assert second.branches == [{"job": done.id, "room": "sample", "branch": cairn.branch(done.id)}]
     assert cairn.git("branch", "--list", cairn.branch(done.id)) == ""
     effects = [(e["kind"], e["status"]) for e in cairn.detail(done.id)["effects"]]

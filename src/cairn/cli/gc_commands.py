@@ -25,6 +25,9 @@ def gc(ctx: typer.Context, branches: bool = BRANCHES_OPTION, as_json: bool = JSO
         return
     if done.workspaces:
         console.print("removed the workspaces of jobs " + ", ".join(map(str, done.workspaces)))
+    if done.checkpoints:
+        jobs = ", ".join(map(str, done.checkpoints))
+        console.print(f"dropped the checkpoints of jobs {jobs} from the store")
     if done.mirrors:
         console.print("tidied the mirrors of rooms " + ", ".join(done.mirrors))
     for branch in done.branches:
@@ -33,5 +36,5 @@ def gc(ctx: typer.Context, branches: bool = BRANCHES_OPTION, as_json: bool = JSO
         console.print(
             f"kept branch {branch['branch']} in room {branch['room']}: {branch['reason']}"
         )
-    if not (done.workspaces or done.mirrors or done.branches or done.kept_branches):
+    if not any(done.to_dict().values()):
         console.print("nothing to remove")

@@ -1,6 +1,7 @@
 """`cairn gc`: remove what ended jobs left behind, and nothing anyone still needs.
 
-Removed: the workspaces of ended jobs (their branches stay in cairn's mirror), stale worktree
+Removed: the workspaces of ended jobs (their branches stay in cairn's mirror) and their
+checkpoints in the store (nothing can resume an ended job), stale worktree
 entries and loose objects of cairn's own mirrors (`git gc` keeps its two-week grace, so an
 object a runner is about to use is never pruned under it). Rooms are never deleted, so no
 mirror is ever orphaned. The room's repository is touched only with `branches=True`, and then
@@ -16,6 +17,7 @@ from typing import Any
 from cairn.config import Config
 from cairn.engine import EffectState, EffectStatus, perform
 from cairn.store import Store, effects
+from cairn.store import checkpoints as checkpoint_ledger
 from cairn.store import jobs as job_ledger
 from cairn.store.records import Job, Room
 from cairn.store.rooms import list_rooms
@@ -31,6 +33,8 @@ class Collected:
     """What one `cairn gc` removed and which branches it kept (with why)."""
 
     workspaces: list[int] = field(default_factory=list)
+    checkpoints: list[int] = field(default_factory=list)
+    """The jobs whose checkpoints were dropped."""
     mirrors: list[str] = field(default_factory=list)
     branches: list[dict[str, Any]] = field(default_factory=list)
     kept_branches: list[dict[str, Any]] = field(default_factory=list)
@@ -38,6 +42,7 @@ class Collected:
     def to_dict(self) -> dict[str, Any]:
         return {
             "workspaces": self.workspaces,
+            "checkpoints_dropped": self.checkpoints,
             "mirrors_pruned": self.mirrors,
             "branches_deleted": self.branches,
             "branches_kept": self.kept_branches,
@@ -55,6 +60,8 @@ def collect(store: Store, config: Config, *, branches: bool = False) -> Collecte
         path = config.workspace_path(store.installation_id, job.id)
         if Worktree(mirrors[job.room_id], path, job.branch_in(store.installation_id)).remove():
             done.workspaces.append(job.id)
+    with store.begin() as conn:
+        done.checkpoints = checkpoint_ledger.drop_ended(conn)
     for room_id, mirror in mirrors.items():
         if mirror.exists():
             prune_mirror(mirror)

@@ -3,7 +3,8 @@
 A checkpoint is written after an accepted stage that changed the job's workspace. It holds the
 job branch relative to the job's baseline (so it stays as small as the job's own work), the
 commit and tree it must reproduce, and the position the job's agent context had reached at
-that moment. Rows are only ever added; the latest one of a job is the one a host rebuilds from.
+that moment. While a job can still run, its rows are only ever added; the latest one is the one
+a host rebuilds from. Once the job has ended nothing can resume it, and `cairn gc` drops them.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from cairn.stages import TERMINAL_STATUSES
 from cairn.store.records import Record
-from cairn.store.schema import checkpoints, utcnow
+from cairn.store.schema import checkpoints, jobs, utcnow, workspace_holders
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,3 +108,18 @@ def for_job(conn: sa.Connection, job_id: int) -> list[Checkpoint]:
     """Every checkpoint of the job, oldest first."""
     query = sa.select(checkpoints).where(checkpoints.c.job_id == job_id).order_by(checkpoints.c.id)
     return [Checkpoint.from_row(row) for row in conn.execute(query)]
+
+
+def drop_ended(conn: sa.Connection) -> list[int]:
+    """Delete the checkpoints (and workspace holders) of jobs that have ended; their ids.
+
+    An ended job never runs again (a retry is a new job, a reply needs a job at review), so
+    no host will rebuild its workspace: its bundles are only weight in the store.
+    """
+    ended = sa.select(jobs.c.id).where(jobs.c.status.in_([s.value for s in TERMINAL_STATUSES]))
+    held = sa.select(checkpoints.c.job_id).where(checkpoints.c.job_id.in_(ended)).distinct()
+    ids = sorted(conn.execute(held).scalars())
+    if ids:
+        conn.execute(sa.delete(checkpoints).where(checkpoints.c.job_id.in_(ids)))
+    conn.execute(sa.delete(workspace_holders).where(workspace_holders.c.job_id.in_(ended)))
+    return ids
