@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -85,8 +86,10 @@ def test_a_git_killed_with_its_runner_leaves_no_lock_that_blocks_the_job(cairn: 
     found = subprocess.run(where, cwd=workspace, capture_output=True, text=True, check=True)
     locks = [Path(line) for line in found.stdout.splitlines()]
     assert len(locks) == 3 and all(lock.parent.is_dir() for lock in locks)
+    an_hour_ago = time.time() - 3600  # far older than a lease: no live git holds it
     for lock in locks:
         lock.write_text("left by a killed git\n")
+        os.utime(lock, (an_hour_ago, an_hour_ago))
     assert _work(cairn) == 0
     assert cairn.job(job.id).status is Status.waiting, cairn.detail(job.id)["diagnosis"]
     cairn.approve(job.id)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -218,3 +219,48 @@ def test_commit_without_changes_is_refused(worktree: Worktree, baseline: str) ->
     with pytest.raises(WorkspaceError, match="no changes to commit"):
         worktree.commit(baseline, "Nothing")
     assert worktree.head() == baseline
+
+
+def _git_path(tree: Worktree, name: str) -> Path:
+    return Path(plain_git(tree.path, "rev-parse", "--path-format=absolute", "--git-path", name))
+
+
+def _plant(lock: Path, age: float) -> None:
+    lock.write_text("a git's lock\n")
+    then = time.time() - age
+    os.utime(lock, (then, then))
+
+
+def test_locks_older_than_the_limit_are_cleared_and_younger_ones_kept(
+    worktree: Worktree, baseline: str
+) -> None:
+    old = [_git_path(worktree, "index.lock"), _git_path(worktree, "refs/heads/cairn/job-1.lock")]
+    young = _git_path(worktree, "HEAD.lock")
+    for lock in old:
+        _plant(lock, age=3600)
+    _plant(young, age=1)  # a git of a runner that is still stopping may hold it
+    assert sorted(worktree.clear_stale_locks(older_than=30)) == ["index.lock", "job-1.lock"]
+    assert [lock.exists() for lock in old] == [False, False] and young.exists()
+    young.unlink()
+    (worktree.path / "NEW.md").write_text("work\n")
+    assert worktree.commit(baseline, "Add NEW.md") != baseline, "git works there again"
+
+
+def test_a_worktree_pointing_at_another_jobs_entry_clears_none_of_its_locks(
+    home: Path, mirror: Mirror, worktree: Worktree, baseline: str
+) -> None:
+    other = Worktree(mirror, home / "workspaces" / "job-2", "cairn/job-2")
+    other.ensure(baseline)
+    theirs = _git_path(other, "index.lock")
+    _plant(theirs, age=3600)
+    # What an agent with write access to its .git could do: name the other job's entry.
+    (worktree.path / ".git").write_text((other.path / ".git").read_text())
+    assert worktree.clear_stale_locks(older_than=30) == [] and theirs.exists()
+
+
+def test_an_entry_whose_commondir_is_another_repository_is_not_valid(
+    worktree: Worktree, project: Path
+) -> None:
+    entry = _git_path(worktree, "commondir").parent
+    (entry / "commondir").write_text(f"{project / '.git'}\n")
+    assert not worktree.is_valid()

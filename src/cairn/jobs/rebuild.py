@@ -29,6 +29,7 @@ from cairn.store import checkpoints as checkpoint_ledger
 from cairn.store import contexts, workspace_hosts
 from cairn.store.checkpoints import Checkpoint
 from cairn.store.schema import context_steps
+from cairn.store.store import lease_lost
 from cairn.workspace.git import try_git
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ def ensure_workspace_here(drive: Drive) -> Checkpoint | None:
     if held_by == here and os.path.lexists(drive.worktree.path):
         # This host's own workspace, whatever state a crash left it in (rule 9 decides), but
         # without the locks of a git the crash killed: they would stop every git call there.
-        drive.worktree.clear_stale_locks()
+        drive.worktree.clear_stale_locks(older_than=drive.config.lease_seconds)
         return None
     if held_by is None and latest is None:
         with drive.fenced() as conn:  # a job new to every host: this one makes its workspace
@@ -55,7 +56,8 @@ def ensure_workspace_here(drive: Drive) -> Checkpoint | None:
         if latest is not None:
             with drive.store.begin() as conn:
                 latest = checkpoint_ledger.latest(conn, drive.job.id)
-            assert latest is not None, "checkpoints are never deleted"
+            if latest is None:  # the job ended meanwhile, and `cairn gc` dropped them
+                raise lease_lost(drive.job.id)
             _rebuild(drive, latest)
     with drive.fenced() as conn:
         roll_back_context(conn, drive.job.id, drive.agent_name, latest)

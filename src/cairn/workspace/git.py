@@ -362,14 +362,18 @@ def _driver_overrides(
         return {}
     found: dict[tuple[str, ...], dict[str, str]] | None = getattr(_read_once, "found", None)
     if found is None:
-        return _read_overrides(cwd, environ)
+        return _read_overrides(cwd, environ) or {}
     key = (str(cwd), *(environ.get(name, "") for name in _CONFIG_ENV))
     if key not in found:
-        found[key] = _read_overrides(cwd, environ)
+        read = _read_overrides(cwd, environ)
+        if read is None:
+            return {}  # not kept: the next call asks git again
+        found[key] = read
     return found[key]
 
 
-def _read_overrides(cwd: Path | str, environ: Mapping[str, str]) -> dict[str, str]:
+def _read_overrides(cwd: Path | str, environ: Mapping[str, str]) -> dict[str, str] | None:
+    """The overrides for every driver the folder's config names; None if git did not start."""
     try:
         found = subprocess.run(
             ["git", *HARDENING, "config", "-z", "--name-only", "--get-regexp", _DRIVER_QUERY],
@@ -382,7 +386,7 @@ def _read_overrides(cwd: Path | str, environ: Mapping[str, str]) -> dict[str, st
             check=False,
         )
     except OSError:
-        return {}  # the command itself will report what is missing
+        return None  # the command itself will report what is missing
     keys = [key for key in found.stdout.split("\0") if _DRIVER_KEYS.fullmatch(key)]
     overrides = {"GIT_CONFIG_COUNT": str(len(keys))} if keys else {}
     for number, key in enumerate(keys):

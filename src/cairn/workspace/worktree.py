@@ -6,6 +6,7 @@ import contextlib
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -63,26 +64,32 @@ class Worktree:
     def is_valid(self) -> bool:
         """True when the folder is a worktree of this mirror with the job's branch checked out."""
         # Read from the files git itself reads (no git process: this runs before every step):
-        # `.git` names one of the mirror's worktree entries, whose HEAD names the job's branch.
+        # `.git` names one of the mirror's worktree entries, whose `commondir` is the mirror
+        # and whose HEAD names the job's branch.
         admin = self._admin()
         if admin is None or not (self.path / ".git").is_file():
             return False
         try:
+            common = (admin / (admin / "commondir").read_text(encoding="utf-8").strip()).resolve()
             head = (admin / "HEAD").read_text(encoding="utf-8").strip()
         except (OSError, UnicodeDecodeError):
             return False
-        return head == f"ref: {self.branch_ref}"
+        return common == self.mirror.path.resolve() and head == f"ref: {self.branch_ref}"
 
-    def clear_stale_locks(self) -> list[str]:
-        """Remove the lock files a killed git left on this worktree; the names of those removed.
+    def clear_stale_locks(self, older_than: float) -> list[str]:
+        """Remove the lock files on this worktree's index, HEAD and branch that are older than
+        `older_than` seconds; the names of those removed.
 
-        Only for the runner that holds the job's lease, before it uses the worktree: no other
-        git command works on this job's index, HEAD or branch then, so such a lock is left
-        over from a runner that died in the middle of one (SIGKILL skips git's own clean-up),
-        and every later git command here would refuse to run until it is gone.
+        For the runner that holds the job's lease, before it uses the worktree. cairn's git
+        commands hold these locks for moments; one older than a whole lease was left by a
+        runner that died in the middle of one (SIGKILL skips git's own clean-up), and every
+        later git command here would refuse to run while it is there. A younger one may
+        belong to a runner that is still stopping (its job handed back, its git finishing)
+        and is left alone. Done under the mirror's lock, which cairn's commits and the
+        mirror's `git gc` hold too, and only for a worktree that is this job's own.
         """
         admin = self._admin()
-        if admin is None:
+        if admin is None or not self.is_valid() or not self._entry_names_this_folder(admin):
             return []
         candidates = [
             admin / "index.lock",
@@ -91,11 +98,21 @@ class Worktree:
             self.mirror.path / f"{self.branch_ref}.lock",
         ]
         removed = []
-        for lock in candidates:
-            with contextlib.suppress(FileNotFoundError):
-                lock.unlink()
-                removed.append(lock.name)
+        with self.mirror.lock():
+            for lock in candidates:
+                with contextlib.suppress(FileNotFoundError):
+                    if time.time() - lock.stat().st_mtime >= older_than:
+                        lock.unlink()
+                        removed.append(lock.name)
         return removed
+
+    def _entry_names_this_folder(self, admin: Path) -> bool:
+        """Whether the mirror's entry points back at this folder (not another job's entry)."""
+        try:
+            named = Path((admin / "gitdir").read_text(encoding="utf-8").strip())
+        except (OSError, UnicodeDecodeError):
+            return False
+        return (admin / named).resolve() == (self.path / ".git").resolve()
 
     def _links_to_mirror(self) -> bool:
         # `worktree repair` writes into whatever admin folder a .git file names; only let it
