@@ -1,68 +1,16 @@
-"""Codex CLI turns cut off or refused: the outcome is read from the workspace and the final
-event (rule 9), and a refused key fails the job saying which variable to fix."""
+"""Codex CLI turns refused: a refused key fails the job saying which variable to fix, a missing
+binary saying how to install or name it. (Turns cut off are rule 9's twins, in
+test_lifecycle_rules_codex.py.)"""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from tests.agents.codex.support import (
-    LOST_CALL,
-    add_file,
-    agent_state,
-    lost_call,
-    point_at,
-    submit_codex,
-)
+from tests.agents.codex.support import point_at, submit_codex
 
-from cairn.testing import ScriptedResponsesServer, text_answer, tool_call_answer
+from cairn.testing import ScriptedResponsesServer, text_answer
 from cairn.testing.harness import Cairn
-
-
-def _outcomes(cairn: Cairn, job_id: int) -> list[object]:
-    runs = [s for s in cairn.detail(job_id)["stages"] if s["name"] == "running_agent"]
-    return [run["evidence"]["outcome"]["value"] for run in runs]
-
-
-def test_a_stream_lost_for_good_after_a_patch_goes_on_to_verification_without_a_second_edit(
-    cairn: Cairn, responses_server: ScriptedResponsesServer, codex_cli: Path
-) -> None:
-    point_at(cairn, responses_server)
-    marker = "patch then lose the stream"
-    job = submit_codex(cairn, codex_cli, marker)
-    responses_server.add_answers(
-        marker, tool_call_answer(add_file("log.txt", "once\n")), *lost_call()
-    )
-    cairn.work()
-    detail = cairn.detail(job.id)
-    assert detail["stage"] == "awaiting_review", detail["diagnosis"]
-    assert (cairn.workspace(job.id) / "log.txt").read_text() == "once\n"
-    assert len(responses_server.requests_for(marker)) == 1 + LOST_CALL, "no second turn"
-    assert _outcomes(cairn, job.id) == ["interrupted"], "never a `changed` at the CLI's word"
-    assert len(agent_state(cairn, job.id)["invocations"]) == 1
-
-
-def test_a_stream_lost_before_any_change_starts_a_new_attempt_in_the_same_thread(
-    cairn: Cairn, responses_server: ScriptedResponsesServer, codex_cli: Path
-) -> None:
-    point_at(cairn, responses_server)
-    marker = "lose the stream before any change"
-    job = submit_codex(cairn, codex_cli, marker)
-    responses_server.add_answers(
-        marker,
-        *lost_call(),
-        tool_call_answer(add_file("n.txt", "n\n")),
-        text_answer("wrote n.txt"),
-    )
-    cairn.work()
-    detail = cairn.detail(job.id)
-    assert detail["stage"] == "awaiting_review", detail["diagnosis"]
-    assert _outcomes(cairn, job.id) == ["interrupted", "changed"]
-    state = agent_state(cairn, job.id)
-    first, again = state["invocations"]
-    assert "resume" not in first
-    assert again[again.index("resume") :][-3] == state["session_id"], "the same thread"
-    assert (cairn.workspace(job.id) / "n.txt").read_text() == "n\n"
 
 
 def test_a_refused_key_fails_the_job_saying_which_variable_to_fix(

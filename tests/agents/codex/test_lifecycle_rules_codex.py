@@ -203,7 +203,7 @@ def test_rule_9_lost_stream_after_changes_continues_the_same_job(
     assert detail["stage"] == "awaiting_review", detail["diagnosis"]
     assert (cairn.workspace(job.id) / "log.txt").read_text() == "once\n"
     assert len(responses_server.requests_for(marker)) == 1 + LOST_CALL, "no second turn"
-    assert _outcomes(cairn, job.id) == ["interrupted"]
+    assert _outcomes(cairn, job.id) == ["interrupted"], "never a `changed` at the CLI's word"
     assert len(agent_state(cairn, job.id)["invocations"]) == 1
 
 
