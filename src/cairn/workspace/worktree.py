@@ -63,18 +63,24 @@ class Worktree:
 
     def is_valid(self) -> bool:
         """True when the folder is a worktree of this mirror with the job's branch checked out."""
+        return self._valid_admin() is not None
+
+    def _valid_admin(self) -> Path | None:
+        """The mirror's entry for this worktree, when the worktree is valid (see is_valid)."""
         # Read from the files git itself reads (no git process: this runs before every step):
         # `.git` names one of the mirror's worktree entries, whose `commondir` is the mirror
         # and whose HEAD names the job's branch.
         admin = self._admin()
-        if admin is None or not (self.path / ".git").is_file():
-            return False
+        if admin is None:
+            return None
         try:
             common = (admin / (admin / "commondir").read_text(encoding="utf-8").strip()).resolve()
             head = (admin / "HEAD").read_text(encoding="utf-8").strip()
         except (OSError, UnicodeDecodeError):
-            return False
-        return common == self.mirror.path.resolve() and head == f"ref: {self.branch_ref}"
+            return None
+        if common != self.mirror.path.resolve() or head != f"ref: {self.branch_ref}":
+            return None
+        return admin
 
     def clear_stale_locks(self, older_than: float) -> list[str]:
         """Remove the lock files on this worktree's index, HEAD and branch that are older than
@@ -88,8 +94,8 @@ class Worktree:
         and is left alone. Done under the mirror's lock, which cairn's commits and the
         mirror's `git gc` hold too, and only for a worktree that is this job's own.
         """
-        admin = self._admin()
-        if admin is None or not self.is_valid() or not self._entry_names_this_folder(admin):
+        admin = self._valid_admin()
+        if admin is None or not self._entry_names_this_folder(admin):
             return []
         candidates = [
             admin / "index.lock",
