@@ -84,3 +84,22 @@ def test_each_sqlite_url_is_a_private_store_at_the_newest_migration_of_its_own(
             assert identity.find_user(conn, "only-in-this-copy") is None, "the template changed"
     finally:
         again.close()
+
+
+def test_a_fake_servers_loop_never_waits_on_a_connection_that_left_the_queue() -> None:
+    # Between the server's select and its accept a client may give up (a runner killed
+    # mid-request): its connection leaves the queue, and a blocking accept would wait for the
+    # next client, so `shutdown` (every fake's close) would never return.
+    import threading
+    from http.server import BaseHTTPRequestHandler
+
+    from cairn.testing.loopback import LoopbackServer
+
+    server = LoopbackServer(None, BaseHTTPRequestHandler)
+    try:
+        looking = threading.Thread(target=server._handle_request_noblock, daemon=True)
+        looking.start()  # as serve_forever does once select said a client was there
+        looking.join(timeout=30)
+        assert not looking.is_alive()
+    finally:
+        server.server_close()

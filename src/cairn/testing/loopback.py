@@ -28,6 +28,15 @@ class LoopbackServer(ThreadingHTTPServer):
         # HTTPServer's own looks the address up (getfqdn), which may ask DNS: not on 127.0.0.1.
         socketserver.TCPServer.server_bind(self)
         self.server_name, self.server_port = "127.0.0.1", int(self.server_address[1])
+        # A client that gives up between the server's select and its accept (a runner killed
+        # mid-request) takes its connection out of the queue: a blocking accept would then
+        # wait for the next client, and `shutdown` for ever. Non-blocking, it returns at once.
+        self.socket.setblocking(False)
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        request, address = self.socket.accept()
+        request.setblocking(True)  # the handlers read and write as on any blocking socket
+        return request, address
 
     def process_request(self, request: Any, client_address: Any) -> None:
         with self._open_lock:
