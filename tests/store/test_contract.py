@@ -7,6 +7,7 @@ Every test here takes the `store` fixture, which is parametrized over both backe
 from __future__ import annotations
 
 import itertools
+import threading
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -107,6 +108,42 @@ def test_reopening_without_create_sees_the_same_ledgers(store: Store, store_url:
             assert [room.name for room in rooms.list_rooms(conn)] == ["backend"]
     finally:
         again.close()
+
+
+def test_a_read_sees_the_last_commit_while_a_writer_holds_its_transaction(store: Store) -> None:
+    with store.begin() as conn:
+        identity.add_user(conn, "alice")
+    written, read_done = threading.Event(), threading.Event()
+    order: list[str] = []
+
+    def writer() -> None:
+        with store.begin() as conn:
+            identity.add_user(conn, "bob")
+            written.set()
+            # Held open until the read ends: a read that waited for this writer would not
+            # end first, and this wait would run out instead.
+            read_done.wait(timeout=30)
+            order.append("writer committed")
+
+    holding = threading.Thread(target=writer)
+    holding.start()
+    assert written.wait(timeout=30)
+    with store.read() as conn:
+        names = [user.name for user in identity.list_users(conn)]
+    order.append("read")
+    read_done.set()
+    holding.join()
+    assert order == ["read", "writer committed"]
+    assert names == ["alice"]  # bob was not committed yet
+    with store.read() as conn:
+        assert [user.name for user in identity.list_users(conn)] == ["alice", "bob"]
+
+
+def test_a_write_through_the_read_door_is_refused(store: Store) -> None:
+    with store.read() as conn, pytest.raises(sa.exc.DBAPIError):
+        identity.add_user(conn, "alice")
+    with store.read() as conn:
+        assert identity.find_user(conn, "alice") is None
 
 
 # --- identity ---------------------------------------------------------------------------
@@ -415,6 +452,55 @@ def test_transition_refuses_a_job_that_moved_meanwhile(store: Store) -> None:
         job_ledger.transition(conn, job, Stage.cancelled, Status.cancelled)
     with store.begin() as conn:
         assert job_ledger.get_job(conn, job.id).stage is Stage.preparing_baseline
+
+
+def test_a_fenced_transition_moves_only_under_the_current_token(store: Store) -> None:
+    submit_jobs(store)
+    first = claimed(store, "runner-a")
+    assert first.lease_expires_at is not None
+    second = claimed(store, "runner-b", now=first.lease_expires_at + timedelta(microseconds=1))
+    with store.begin() as conn, pytest.raises(LeaseLost):
+        job_ledger.transition(
+            conn, first, first.stage, Status.running, fencing_token=first.fencing_token
+        )
+    with store.begin() as conn:
+        moved = job_ledger.transition(
+            conn,
+            second,
+            Stage.preparing_baseline,
+            Status.running,
+            fencing_token=second.fencing_token,
+            baseline="abc",
+        )
+    assert (moved.stage, moved.baseline, moved.lease_owner) == (
+        Stage.preparing_baseline,
+        "abc",
+        "runner-b",
+    )
+    assert moved == get_job(store, second.id)  # what the move returned is what is stored
+    token = moved.fencing_token
+    with store.begin() as conn:
+        verifying = job_ledger.transition(
+            conn, moved, Stage.verifying, Status.running, fencing_token=token
+        )
+    with store.begin() as conn, pytest.raises(InvalidState, match="changed while"):
+        job_ledger.transition(  # the right token, but the job is no longer where `moved` says
+            conn, moved, Stage.summarizing, Status.running, fencing_token=token
+        )
+    with store.begin() as conn:
+        waiting = job_ledger.transition(
+            conn, verifying, Stage.awaiting_review, Status.waiting, fencing_token=token
+        )
+    with store.begin() as conn, pytest.raises(LeaseLost):  # a waiting job takes no fenced write
+        job_ledger.transition(conn, waiting, Stage.delivering, Status.running, fencing_token=token)
+    with store.read() as conn:
+        events = [(e.stage, e.status) for e in progress.events_for_job(conn, second.id)]
+    assert events[-3:] == [
+        (Stage.preparing_baseline, Status.running),
+        (Stage.verifying, Status.running),
+        (Stage.awaiting_review, Status.waiting),
+    ]
+    assert get_job(store, second.id).stage is Stage.awaiting_review
 
 
 def test_usage_adds_up_per_job(store: Store) -> None:

@@ -115,7 +115,7 @@ def _take_turn(drive: Drive, agent: Agent, saved: context.JobContext, corrective
 
 def _side_effects(drive: Drive) -> tuple[object, ...]:
     """What a summary repair must leave as it was: the job's effects, events and feed."""
-    with drive.store.begin() as conn:
+    with drive.store.read() as conn:
         effects = [(e.id, e.kind, e.status) for e in effect_ledger.for_job(conn, drive.job.id)]
         events = [e.id for e in progress.events_for_job(conn, drive.job.id)]
         job = job_ledger.get_job(conn, drive.job.id)
@@ -191,7 +191,7 @@ def _corrective_is_due(drive: Drive) -> bool:
     asked for the corrective run. Once one settled after it (the corrective run itself, a
     reviewer's reply turn) a later turn is a normal one again; an attempt that only lost the
     model's stream settled nothing, so the one before it still decides."""
-    with drive.store.begin() as conn:
+    with drive.store.read() as conn:
         runs = stage_runs.for_job(conn, drive.job.id)
     attempts = [run_record(run) for run in runs if run.stage == Stage.running_agent]
     settled = [
@@ -205,7 +205,7 @@ def _corrective_is_due(drive: Drive) -> bool:
 
 
 def _is_first_job_in_room(drive: Drive) -> bool:
-    with drive.store.begin() as conn:
+    with drive.store.read() as conn:
         return job_ledger.list_jobs(conn, drive.room.id)[0].id == drive.job.id
 
 
@@ -241,7 +241,7 @@ def _await_decision(drive: Drive, ecosystem: str, what: str) -> None:
 
 def _tell_dependency_decision(drive: Drive) -> None:
     """Before the turn: tell the agent, once, how its last dependency request was decided."""
-    with drive.store.begin() as conn:
+    with drive.store.read() as conn:
         asked = dep_ledger.for_job(conn, drive.job.id)
         told = context.load(conn, drive.job.id).told
         reasons = {d.id: d.reason for d in decisions.for_job(conn, drive.job.id)}

@@ -178,7 +178,7 @@ class RunnerProcess:
 
         def wait() -> bool:
             try:
-                with self.store.begin() as conn:
+                with self.store.read() as conn:
                     until = runner_ledger.seconds_until_a_lease_expires(conn)
             except Exception:
                 until = None  # the plain poll still ends the wait

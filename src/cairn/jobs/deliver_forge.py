@@ -143,7 +143,7 @@ def forge_of(drive: Drive) -> Forge:
     settings = ForgeSettings.from_scope(drive.room.scope)
     assert settings is not None, "a pull request room has a forge (room create checks)"
     key = drive.config.secret_key.get_secret_value() if drive.config.secret_key else None
-    with drive.store.begin() as conn:
+    with drive.store.read() as conn:
         token = forge_token(settings, environ=os.environ, conn=conn, secret_key=key)
     return get_forge(settings, token, timeout=drive.config.git_timeout)
 

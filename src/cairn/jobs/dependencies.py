@@ -129,7 +129,7 @@ def _prepared_now(drive: Drive, prior: RunRecord) -> str | None:
             marker = (drive.worktree.path / kind.target / DEPENDENCY_MARKER).read_text()
         except (OSError, InstallError):
             return None
-        with drive.store.begin() as conn:
+        with drive.store.read() as conn:
             record = dependency_caches.find(conn, key, cache.host)
         if marker.strip() != key or record is None or record.status is not CacheStatus.ready:
             return None

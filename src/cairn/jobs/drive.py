@@ -64,7 +64,7 @@ def room_credential(store: Store, config: Config, room: Room) -> GitCredential |
     from cairn.forges.credentials import room_git_credential
 
     key = config.secret_key.get_secret_value() if config.secret_key else None
-    with store.begin() as conn:
+    with store.read() as conn:
         # The variable's name is the room's setting, so it is read here, in the runner that
         # needs it, and never passed on: only cairn's own git calls get the token.
         return room_git_credential(room.scope, environ=os.environ, conn=conn, secret_key=key)
@@ -90,7 +90,7 @@ class Drive:
         self.on_progress = on_progress or (lambda job: None)
         self.stop_requested = stop_requested
         self.faults = faults
-        with store.begin() as conn:
+        with store.read() as conn:
             self.request: Request = job_ledger.get_request(conn, job.request_id)
             self.room: Room = get_room(conn, job.room_id)
             self.group: Group = get_group(conn, self.room.group_id)
@@ -129,18 +129,22 @@ class Drive:
 
     def move(self, stage: Stage, status: Status = Status.running, **fields: Any) -> None:
         """Move the job to `stage`; leaving `running` also gives up this runner's lease."""
-        with self.fenced() as conn:
-            if self.job.stage is Stage.running_agent and stage is not Stage.running_agent:
+        leaving_agent = self.job.stage is Stage.running_agent and stage is not Stage.running_agent
+        with self.store.begin() as conn:
+            # The move is itself the fenced write (its compare-and-set names this token).
+            self.job = job_ledger.transition(
+                conn, self.job, stage, status, fencing_token=self.token, **fields
+            )
+            if leaving_agent:
                 # Whatever the agent's last turn ended with is settled by this very move.
                 context.settle(conn, self.job.id, self.agent_name)
-            self.job = job_ledger.transition(conn, self.job, stage, status, **fields)
         self.on_progress(self.job)
 
     def record(self, **fields: Any) -> None:
         """Set job columns (baseline, summary, fingerprint) without moving the job."""
-        with self.fenced() as conn:
+        with self.store.begin() as conn:
             self.job = job_ledger.transition(
-                conn, self.job, self.job.stage, self.job.status, **fields
+                conn, self.job, self.job.stage, self.job.status, fencing_token=self.token, **fields
             )
 
     def stop(
@@ -166,7 +170,7 @@ class Drive:
         return NextAction(Action.resume, job=self.job.id)
 
     def refresh(self) -> Job:
-        with self.store.begin() as conn:
+        with self.store.read() as conn:
             self.job = job_ledger.get_job(conn, self.job.id)
         return self.job
 
@@ -261,7 +265,7 @@ class Drive:
 
     def _access_holds(self) -> bool:
         """Re-verified on every claim: the requester may still have the job worked on."""
-        with self.store.begin() as conn:
+        with self.store.read() as conn:
             lost = missing_access(conn, self.job, self.request)
         if lost:
             self.stop(Status.blocked, lost.diagnosis, next_actions=lost.next_actions)

@@ -116,7 +116,7 @@ def _summarize(drive: Drive, upstream: Upstream) -> Result:
     """Commit the verified result to the job branch and write the summary the reviewer reads."""
     baseline = drive.job.baseline or ""
     tree = drive.worktree.content_id()
-    with drive.store.begin() as conn:
+    with drive.store.read() as conn:
         mark = max((d.id for d in decisions.for_job(conn, drive.job.id)), default=0)
     if upstream[Stage.verifying].evidence.get_str("tree") != tree:
         raise StageFailed("the workspace changed after verification; nothing was delivered")
@@ -181,7 +181,7 @@ def _review(drive: Drive, upstream: Upstream) -> Result:
     if is_pull_request_room(drive):
         # The reviewer reviews the pull request itself: it is there before the job waits.
         publish_for_review(drive, summarized.content_id or "")
-    with drive.store.begin() as conn:
+    with drive.store.read() as conn:
         made = decisions.for_job(conn, drive.job.id)
     mark = summarized.evidence.get_int("decision_mark") or 0
     later = [d for d in made if d.gate == Gate.integration and d.id > mark]

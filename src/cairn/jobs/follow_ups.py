@@ -67,6 +67,6 @@ def agent_inputs(drive: Drive) -> dict[str, Any]:
 
     Nothing for a job that was never replied to, so its recipe stays what it always was.
     """
-    with drive.store.begin() as conn:
+    with drive.store.read() as conn:
         asked = requested_changes(conn, drive.job.id)
     return {"changes_requested": asked} if asked else {}

@@ -66,7 +66,7 @@ def close_rejected(store: Store, config: Config) -> list[int]:
     query = sa.select(effects.c.job_id).where(
         effects.c.kind == CLOSE, effects.c.status == EffectStatus.intended.value
     )
-    with store.begin() as conn:
+    with store.read() as conn:
         waiting = [int(row.job_id) for row in conn.execute(query)]
     closed = []
     for job_id in waiting:

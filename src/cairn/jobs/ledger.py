@@ -34,7 +34,7 @@ class StoreLedger:
         self.store, self.job_id, self.token = store, job_id, fencing_token
 
     def runs(self) -> Iterator[dict[str, Any]]:
-        with self.store.begin() as conn:
+        with self.store.read() as conn:
             rows = stage_runs.for_job(conn, self.job_id)
         for run in rows:
             yield _fields(run)

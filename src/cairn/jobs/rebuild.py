@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 def ensure_workspace_here(drive: Drive) -> Checkpoint | None:
     """Make this host the holder of the job's workspace; the checkpoint rebuilt from, if any."""
     here = host_of(drive.config)
-    with drive.store.begin() as conn:
+    with drive.store.read() as conn:
         held_by = workspace_hosts.holder(conn, drive.job.id)
         latest = checkpoint_ledger.latest(conn, drive.job.id, bundle=False)
     if held_by == here and os.path.lexists(drive.worktree.path):
@@ -54,7 +54,7 @@ def ensure_workspace_here(drive: Drive) -> Checkpoint | None:
     with drive.mirror.lock():
         drive.worktree.remove()  # this host's copy is older than the job's latest state
         if latest is not None:
-            with drive.store.begin() as conn:
+            with drive.store.read() as conn:
                 latest = checkpoint_ledger.latest(conn, drive.job.id)
             if latest is None:  # the job ended meanwhile, and `cairn gc` dropped them
                 raise lease_lost(drive.job.id)

@@ -63,7 +63,7 @@ def _documents(drive: Drive) -> str:
 
 
 def _previous_run(drive: Drive) -> str:
-    with drive.store.begin() as conn:
+    with drive.store.read() as conn:
         previous = previous_scheduled_job(conn, drive.job, drive.request.text)
     if previous is None:
         return "This is the first run of this scheduled request."

@@ -36,7 +36,7 @@ def _remote_sha(drive: Drive) -> str | None:
 
 
 def _own_pushes(drive: Drive) -> set[str]:
-    with drive.store.begin() as conn:
+    with drive.store.read() as conn:
         found = effect_ledger.for_job(conn, drive.job.id)
     return {e.external_ref for e in found if e.kind == "push" and e.external_ref}
 

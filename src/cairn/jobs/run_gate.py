@@ -54,7 +54,7 @@ def queued(drive: Drive) -> None:
 
 def run_approved(drive: Drive) -> None:
     """Past the run gate (a person's or the policy's approval); without one the job waits again."""
-    with drive.store.begin() as conn:
+    with drive.store.read() as conn:
         passed = any(
             d.gate == Gate.run and d.verdict in (Verdict.approved, Verdict.auto)
             for d in decisions.for_job(conn, drive.job.id)

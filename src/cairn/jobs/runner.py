@@ -199,5 +199,5 @@ class Runner:
         query = sa.select(sa.func.count()).select_from(jobs).where(jobs.c.status.in_(active))
         if job_id is not None:
             query = query.where(jobs.c.id == job_id)
-        with self.store.begin() as conn:
+        with self.store.read() as conn:
             return bool(conn.execute(query).scalar())

@@ -212,7 +212,7 @@ def fire_due(store: Store, sanitizer: Sanitizer, now: datetime | None = None) ->
     why, and left for a person to fix (`schedule list` shows it too).
     """
     at = now or utcnow()
-    with store.begin() as conn:
+    with store.read() as conn:
         every = ledger.list_schedules(conn)
     made = []
     for schedule in every:

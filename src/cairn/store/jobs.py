@@ -11,6 +11,7 @@ from cairn.next_action import Action, NextAction
 from cairn.stages import Stage, Status
 from cairn.store.records import Job, Request
 from cairn.store.schema import events, jobs, requests, utcnow
+from cairn.store.store import lease_lost
 
 
 def submit(
@@ -96,13 +97,23 @@ def list_jobs(conn: sa.Connection, room_id: int | None = None) -> list[Job]:
     return [Job.from_row(r) for r in conn.execute(query)]
 
 
-def transition(conn: sa.Connection, job: Job, stage: Stage, status: Status, **fields: Any) -> Job:
+def transition(
+    conn: sa.Connection,
+    job: Job,
+    stage: Stage,
+    status: Status,
+    *,
+    fencing_token: int | None = None,
+    **fields: Any,
+) -> Job:
     """Move the job from where `job` says it is to `stage`/`status`, logging a progress event.
 
     Compare-and-set: if the job moved meanwhile (another decision, another runner), nothing
-    changes and InvalidState says so. Leaving the running status also gives up the lease.
-    A diagnosis belongs to the state it explains: a move clears it (and its next actions)
-    unless it brings its own.
+    changes and InvalidState says so. With `fencing_token`, the move is also a fenced write
+    (see `Store.fenced`): it happens only while the job runs under that token, and LeaseLost
+    says when it does not. Leaving the running status also gives up the lease. A diagnosis
+    belongs to the state it explains: a move clears it (and its next actions) unless it
+    brings its own.
     """
     now = utcnow()
     moves = (stage, status) != (job.stage, job.status)
@@ -112,16 +123,17 @@ def transition(conn: sa.Connection, job: Job, stage: Stage, status: Status, **fi
     if moves:
         values |= {"diagnosis": None, "next_actions": ()}
     values |= fields
-    moved = conn.execute(
-        sa.update(jobs)
-        .where(
-            jobs.c.id == job.id,
-            jobs.c.stage == job.stage.value,
-            jobs.c.status == job.status.value,
-        )
-        .values(**values)
-    )
-    if moved.rowcount != 1:
+    where = [jobs.c.id == job.id, jobs.c.stage == job.stage.value]
+    where.append(jobs.c.status == job.status.value)
+    if fencing_token is not None:
+        where += [jobs.c.fencing_token == fencing_token, jobs.c.status == Status.running.value]
+    moved = conn.execute(sa.update(jobs).where(*where).values(**values).returning(jobs)).first()
+    if moved is None:
+        now_is = get_job(conn, job.id)
+        if fencing_token is not None and (
+            now_is.fencing_token != fencing_token or now_is.status is not Status.running
+        ):
+            raise lease_lost(job.id)
         raise InvalidState(
             f"job {job.id} changed while this was being decided",
             next_actions=[NextAction(Action.show, job=job.id)],
@@ -130,4 +142,4 @@ def transition(conn: sa.Connection, job: Job, stage: Stage, status: Status, **fi
         conn.execute(
             sa.insert(events).values(job_id=job.id, stage=stage.value, status=status.value, at=now)
         )
-    return get_job(conn, job.id)
+    return Job.from_row(moved)

@@ -29,8 +29,10 @@ _FENCE = (
 class Store:
     """Owns the engine; ledger functions take the connection a transaction hands out."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, reader: Engine | None = None) -> None:
         self.engine = engine
+        self.reader = reader or engine
+        """The engine behind `read`: on SQLite its own pool, whose transactions never write."""
 
     @classmethod
     def open(cls, url: str, *, create: bool = False, connections: int | None = None) -> Store:
@@ -54,7 +56,7 @@ class Store:
         except BaseException:
             engine.dispose()
             raise
-        return cls(engine)
+        return cls(engine, database.make_reader(url, **pool))
 
     @cached_property
     def installation_id(self) -> str:
@@ -70,6 +72,16 @@ class Store:
     def begin(self) -> Iterator[sa.Connection]:
         """One transaction: committed when the block ends, rolled back if it raises."""
         with self.engine.begin() as connection:
+            yield connection
+
+    @contextmanager
+    def read(self) -> Iterator[sa.Connection]:
+        """One transaction that only reads, from one consistent state of the store.
+
+        On SQLite it takes no write lock, so it neither waits for a runner's write nor holds
+        one up; a write through it fails. Use `begin` for anything that may write.
+        """
+        with self.reader.begin() as connection:
             yield connection
 
     @contextmanager
@@ -90,6 +102,8 @@ class Store:
             yield connection
 
     def close(self) -> None:
+        if self.reader is not self.engine:
+            self.reader.dispose()
         self.engine.dispose()
 
 
