@@ -17,7 +17,7 @@ from cairn.config import Config
 from cairn.jobs.checkpoints import host_of
 from cairn.jobs.runner import Runner
 from cairn.stages import Status
-from cairn.store import Store, checkpoints, workspace_hosts
+from cairn.store import Store, checkpoints, stage_runs, workspace_hosts
 from cairn.store import dependency_requests as dependency_ledger
 from cairn.store.schema import checkpoints as checkpoint_table
 from cairn.testing.harness import Cairn, make_cairn
@@ -79,6 +79,7 @@ def test_an_approval_given_on_host_a_is_delivered_by_host_b(cairn: Cairn, tmp_pa
     before = int(cairn.git("rev-list", "--count", "main"))
     a.work()
     assert cairn.job(job.id).stage.value == "awaiting_review"
+    job_baseline = cairn.job(job.id).baseline
     cairn.approve(job.id)
 
     b.work()
@@ -95,6 +96,16 @@ def test_an_approval_given_on_host_a_is_delivered_by_host_b(cairn: Cairn, tmp_pa
         ("running_agent", host_of(Config(home=a.home))),
         ("summarizing", host_of(Config(home=a.home))),
     ]
+    # Each holds what its stage accepted: the agent's result (uncommitted, so on a commit of
+    # its own on top of the baseline), then the summary's commit of that same tree.
+    with cairn.store.begin() as conn:
+        runs = {r.stage: r for r in stage_runs.for_job(conn, job.id) if r.status == "accepted"}
+    agent, summary = saved
+    result = cairn.job(job.id).result_fingerprint
+    assert agent.tree == runs["running_agent"].content_id == result
+    assert agent.head == job_baseline and agent.commit != agent.head
+    assert summary.head == summary.commit == runs["summarizing"].content_id
+    assert summary.tree == result == cairn.git("rev-parse", f"{summary.commit}^{{tree}}")
     assert (b.home / "workspaces").is_dir(), "host B rebuilt the workspace in its own home"
 
 

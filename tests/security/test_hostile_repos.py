@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from cairn.testing.repos import commit_file, make_sample_repo
+from cairn.workspace import git_config
 from cairn.workspace.delivery import merge_into_base, push_branch
 from cairn.workspace.git import GitError
 from cairn.workspace.mirror import Mirror, checkout_changes
@@ -169,6 +170,28 @@ def test_drivers_from_the_users_own_config_never_run_on_a_jobs_workspace(
     tree = whole_job(project, tmp_path / "home")
     assert_never_ran(marker)
     plain_git(tree.path, "diff", "HEAD~1")
+    assert marker.exists()
+
+
+def test_a_driver_configured_after_cairn_read_the_config_never_runs(
+    project: Path,
+    tmp_path: Path,
+    evil: Path,
+    marker: Path,
+    isolated_git_config: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # cairn reads which drivers the config names once per state of the config files; an
+    # agent's command that adds one to the user's config (an unsandboxed room) changes that
+    # state, and the next git call reads the config again.
+    monkeypatch.setattr(git_config, "SETTLE_SECONDS", 0.0)
+    tree = whole_job(project, tmp_path / "home")
+    configure(isolated_git_config, ("filter.evil.clean", str(evil)))
+    (tree.path / "src" / "app.py").write_text("print('edited again')\n")
+    tree.content_id()
+    tree.diffstat(tree.head())
+    assert_never_ran(marker)
+    plain_git(tree.path, "add", "src/app.py")
     assert marker.exists()
 
 

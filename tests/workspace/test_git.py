@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cairn.errors import WorkspaceError
 from cairn.workspace.git import (
@@ -99,3 +101,17 @@ def test_valid_branch_names_pass(name: str) -> None:
 def test_invalid_branch_names_are_refused(name: str) -> None:
     with pytest.raises(WorkspaceError, match="not a valid git branch name"):
         check_branch_name(name)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.text(alphabet="ab9_-/.@{}~^: \\*?[", min_size=1, max_size=12))
+def test_a_branch_name_is_accepted_only_where_git_accepts_it(name: str) -> None:
+    # Plain names are accepted without asking git (one process less per job): never one git
+    # would refuse. Every other name is still put to git.
+    ours = True
+    try:
+        check_branch_name(name)
+    except WorkspaceError:
+        ours = False
+    gits = try_git("check-ref-format", f"refs/heads/{name}", cwd="/").returncode == 0
+    assert ours == (gits and not name.startswith("-"))

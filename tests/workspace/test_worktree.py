@@ -110,6 +110,46 @@ def test_ensure_heals_a_crash_inside_the_final_move(
     assert (worktree.path / "NEW.md").read_text() == "work\n"
 
 
+def test_ensure_says_whether_it_made_a_worktree_that_holds_only_the_baseline(
+    home: Path, mirror: Mirror, baseline: str
+) -> None:
+    tree = Worktree(mirror, home / "workspaces" / "job-5", "cairn/job-5")
+    assert tree.ensure(baseline) is True
+    assert tree.ensure(baseline) is False  # reused as it is
+    (tree.path / "NEW.md").write_text("work\n")
+    tree.commit(baseline, "Add NEW.md")
+    shutil.rmtree(tree.path)
+    assert tree.ensure(baseline) is False  # made again, on the job's own commits
+    assert (tree.path / "NEW.md").is_file()
+
+
+def test_tip_is_the_branch_head_and_its_tree(worktree: Worktree, baseline: str) -> None:
+    assert worktree.tip() == (baseline, plain_git(worktree.path, "rev-parse", "HEAD^{tree}"))
+
+
+def test_a_relative_pointer_to_the_jobs_own_entry_is_still_its_worktree(
+    worktree: Worktree, baseline: str
+) -> None:
+    admin = plain_git(worktree.path, "rev-parse", "--path-format=absolute", "--git-dir")
+    (worktree.path / ".git").write_text(f"gitdir: {os.path.relpath(admin, worktree.path)}\n")
+    assert worktree.is_valid()
+    assert worktree.head() == baseline
+
+
+def test_a_pointer_through_a_link_among_the_mirrors_entries_is_refused(
+    worktree: Worktree, mirror: Mirror, tmp_path: Path
+) -> None:
+    admin = Path(plain_git(worktree.path, "rev-parse", "--path-format=absolute", "--git-dir"))
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(admin, elsewhere)
+    link = mirror.path / "worktrees" / "linked"
+    link.symlink_to(elsewhere)
+    (worktree.path / ".git").write_text(f"gitdir: {link}\n")
+    assert not worktree.is_valid()
+    with pytest.raises(WorkspaceError, match="no longer points at cairn's copy"):
+        worktree.content_id()
+
+
 def test_ensure_refuses_a_foreign_folder(home: Path, mirror: Mirror, baseline: str) -> None:
     folder = home / "workspaces" / "job-3"
     folder.mkdir(parents=True)

@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING
 
 from cairn.canonical import digest
 from cairn.config import Config
+from cairn.engine import RunRecord
+from cairn.jobs.prepare import NEW_WORKTREE
 from cairn.stages import Stage
 from cairn.store import checkpoints as checkpoint_ledger
 from cairn.store import context_steps, contexts
@@ -55,37 +57,61 @@ def checkpoint_ref(job_id: int) -> str:
     return f"refs/cairn/checkpoints/job-{job_id}"
 
 
-def save_if_changed(drive: Drive, stage: str) -> Checkpoint | None:
+def after_accepted(drive: Drive, stage: str, run: RunRecord) -> Checkpoint | None:
+    """The checkpoint after an accepted stage of CHANGING_STAGES, from what its run measured.
+
+    Each run names what it produced, measured a moment ago with nothing run in the workspace
+    since: the agent's result (its content identity is the workspace's tree), and the commit
+    of the summary with its tree. A worktree the workspace stage has just made on a new
+    branch holds only the baseline's checkout, which any host makes the same way.
+    """
+    if stage == Stage.preparing_workspace.value:
+        return save_if_changed(drive, stage, new_worktree=run.evidence.get(NEW_WORKTREE) is True)
+    if stage == Stage.running_agent.value:
+        return save_if_changed(drive, stage, tree=run.content_id)
+    commit, tree = run.content_id, run.evidence.get_str("tree")
+    if stage == Stage.summarizing.value and commit and tree:
+        return save_if_changed(drive, stage, tip=(commit, tree), tree=tree)
+    return save_if_changed(drive, stage)
+
+
+def save_if_changed(
+    drive: Drive,
+    stage: str,
+    *,
+    tip: tuple[str, str] | None = None,
+    tree: str | None = None,
+    new_worktree: bool = False,
+) -> Checkpoint | None:
     """Checkpoint the workspace and the context's position, unless the latest checkpoint (or
     the baseline, before any agent step) already holds both.
 
     A turn that changed nothing in the workspace may still have moved the context on (an
     agent that asked for a dependency first): that position is checkpointed too, or another
-    host would roll the context back past a conversation its workspace agrees with.
+    host would roll the context back past a conversation its workspace agrees with. A caller
+    that knows the branch's `tip` (commit and its tree) or the workspace's `tree` passes them.
     """
     worktree, baseline = drive.worktree, drive.job.baseline
     if baseline is None or not worktree.is_valid():
         return None
-    head, tree = worktree.head(), worktree.content_id()
-    with drive.store.begin() as conn:
+    with drive.store.read() as conn:
         last = checkpoint_ledger.latest(conn, drive.job.id, bundle=False)
         state = contexts.load(conn, drive.job.id)
         step = context_steps.last_step(conn, drive.job.id)
     position = (state, step.id if step else None, step.at if step else None)
+    if new_worktree and last is None and position == (None, None, None):
+        return None  # nothing of the job's own to carry to another host yet
+    head, head_tree = tip or worktree.tip()
+    tree = tree or worktree.content_id()
     if (
         last is not None
         and (last.baseline, last.head, last.tree) == (baseline, head, tree)
         and (last.context_state, last.context_step_id, last.context_step_at) == position
     ):
         return None
-    if (
-        last is None
-        and position == (None, None, None)
-        and head == baseline
-        and tree == worktree.git("rev-parse", f"{head}^{{tree}}")
-    ):
+    if last is None and position == (None, None, None) and head == baseline and tree == head_tree:
         return None  # nothing of the job's own to carry to another host yet
-    commit, bundle = _bundle(drive, baseline, head, tree)
+    commit, bundle = _bundle(drive, baseline, head, head_tree == tree, tree)
     with drive.fenced() as conn:
         # The context's position, read in the transaction that stores the workspace's.
         state = contexts.load(conn, drive.job.id)
@@ -108,12 +134,15 @@ def save_if_changed(drive: Drive, stage: str) -> Checkpoint | None:
         )
 
 
-def _bundle(drive: Drive, baseline: str, head: str, tree: str) -> tuple[str, bytes]:
-    """The commit that holds `tree` on top of `head`, and a bundle of it relative to baseline."""
+def _bundle(drive: Drive, baseline: str, head: str, holds: bool, tree: str) -> tuple[str, bytes]:
+    """The commit that holds `tree` on top of `head`, and a bundle of it relative to baseline.
+
+    `holds`: the commit `head` already has `tree` as its tree.
+    """
     worktree, mirror = drive.worktree, drive.mirror
     commit = head
     # A bundle needs at least one commit beyond the baseline, even for a reverted workspace.
-    if head == baseline or worktree.git("rev-parse", f"{head}^{{tree}}") != tree:
+    if head == baseline or not holds:
         commit = worktree.git(
             *IDENTITY, "commit-tree", tree, "-p", head, "-F", "-",
             input=f"{drive.branch}: checkpoint of uncommitted work",

@@ -12,6 +12,7 @@ are written into the workspace, so a quarantined package leaves the workspace un
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ from cairn.store import dependency_caches
 from cairn.store.dependency_caches import CacheRecord, CacheStatus
 from cairn.store.records import DependencyRequest
 from cairn.workspace.commands import DEPENDENCY_MARKER
+from cairn.workspace.git import run_git
 
 
 def auditors_of(config: Config) -> list[Auditor]:
@@ -139,11 +141,15 @@ def _prepared_now(drive: Drive, prior: RunRecord) -> str | None:
 def _baseline_inputs(drive: Drive) -> str:
     """The identity of the dependency input files as the baseline commit has them."""
     kinds = installer_kinds().values()
-    names = sorted({n for k in kinds for n in (k.declarations, k.lockfile, *k.config)})
-    listed = drive.worktree.git(
-        "ls-tree", "-z", "--full-tree", drive.job.baseline or "", "--", *names
-    )
+    names = tuple(sorted({n for k in kinds for n in (k.declarations, k.lockfile, *k.config)}))
+    listed = _listed(str(drive.mirror.path), drive.job.baseline or "", names)
     return digest({"dependency_inputs": sorted(e for e in listed.split("\0") if e)})
+
+
+@functools.lru_cache(maxsize=64)
+def _listed(mirror: str, commit: str, names: tuple[str, ...]) -> str:
+    """The entries `commit` has for `names` at its top: a commit never changes, so asked once."""
+    return run_git("ls-tree", "-z", "--full-tree", commit, "--", *names, cwd=mirror)
 
 
 def missing_declarations(drive: Drive, ecosystem: str, what: str) -> Blocked | None:

@@ -234,7 +234,7 @@ class Drive:
         from cairn.jobs import checkpoints
 
         if stage.name in checkpoints.CHANGING_STAGES:
-            checkpoints.save_if_changed(self, stage.name)
+            checkpoints.after_accepted(self, stage.name, run)
 
     def _reused(self, stage: StageDef[Drive], run: RunRecord) -> None:
         from cairn.jobs import checkpoints

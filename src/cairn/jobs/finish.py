@@ -40,10 +40,13 @@ def _verified(tree: str, command: str | None, exit_status: int | None) -> str:
 def _verify(drive: Drive, upstream: Upstream) -> Result:
     """Run the room's verify command against the result; a failure ends the job, with why."""
     command = drive.room.verify_command
-    tree = drive.worktree.content_id()
     if not command:
+        # Nothing runs, so what stands verified is the agent's accepted result; summarizing
+        # measures the workspace again and delivers nothing that differs from it.
+        tree = upstream[Stage.running_agent].content_id or ""
         noted = Measurement("verified", "no verify command")
         return Result(_verified(tree, None, None), Evidence.of(noted, Measurement("tree", tree)))
+    tree = drive.worktree.content_id()
     try:
         result = run_in_workspace(
             command,
@@ -122,7 +125,7 @@ def _summarize(drive: Drive, upstream: Upstream) -> Result:
         raise StageFailed("the workspace changed after verification; nothing was delivered")
     with drive.mirror.lock():
         commit = drive.worktree.commit(
-            baseline, f"{drive.branch}: {_first_line(drive.request.text)}"
+            baseline, f"{drive.branch}: {_first_line(drive.request.text)}", tree=tree
         )
     told = upstream[Stage.running_agent].evidence.get_str("agent_summary")
     # The commit holds exactly `tree` (checked above against what was verified).
@@ -137,6 +140,7 @@ def _summarize(drive: Drive, upstream: Upstream) -> Result:
         Evidence.of(
             Measurement("files_summarized", listed, Expect.all_of, len(changed)),
             Measurement("commit", commit),
+            Measurement("tree", tree),
             # The integration gate accepts only a decision made after this summary was written.
             Measurement("decision_mark", mark),
         ),
@@ -170,8 +174,8 @@ def _counted_paths(drive: Drive, baseline: str, tree: str) -> set[str]:
 
 
 def _summary_now(drive: Drive, prior: RunRecord) -> str | None:
-    head_tree = drive.worktree.git("rev-parse", f"{prior.content_id}^{{tree}}")
-    on_branch = drive.worktree.head() == prior.content_id
+    head, head_tree = drive.worktree.tip()
+    on_branch = head == prior.content_id
     return prior.content_id if on_branch and head_tree == drive.worktree.content_id() else None
 
 
@@ -207,6 +211,7 @@ VERIFY: StageDef[Drive] = StageDef(
     inputs=lambda drive: {"command": drive.room.verify_command},
     required=("verified", "tree"),
     content_now=_verify_now,
+    needs=(Stage.running_agent.value,),
 )
 SUMMARY: StageDef[Drive] = StageDef(
     name=Stage.summarizing.value,

@@ -13,6 +13,9 @@ from cairn.stages import Stage
 from cairn.workspace.git import IDENTITY, try_git
 from cairn.workspace.mirror import checkout_changes
 
+NEW_WORKTREE = "new_worktree"
+"""Evidence of the workspace stage: the worktree was made by this run, on a new branch."""
+
 
 def _baseline(drive: Drive, upstream: Upstream) -> Result:
     """Fetch the authoritative base branch now; never clean someone's uncommitted work."""
@@ -64,10 +67,12 @@ def _workspace(drive: Drive, upstream: Upstream) -> Result:
     baseline = drive.job.baseline
     assert baseline is not None, "the baseline stage records it"
     with drive.mirror.lock():
-        drive.worktree.ensure(baseline)
-        moved = _onto_baseline(drive, baseline)
+        new = drive.worktree.ensure(baseline)
+        # A worktree made now on a new branch is the baseline's checkout: nothing to move.
+        moved = () if new else _onto_baseline(drive, baseline)
     valid = Measurement("worktree_valid", drive.worktree.is_valid(), Expect.equals, True)
-    return Result(_workspace_identity(drive), Evidence.of(valid, *moved))
+    made = Measurement(NEW_WORKTREE, new)
+    return Result(_workspace_identity(drive), Evidence.of(valid, made, *moved))
 
 
 def _onto_baseline(drive: Drive, baseline: str) -> tuple[Measurement, ...]:

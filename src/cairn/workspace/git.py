@@ -20,12 +20,12 @@ import re
 import selectors
 import signal
 import subprocess
-import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import NamedTuple
 
 from cairn.errors import WorkspaceError
+from cairn.workspace import git_config
 
 HARDENING: tuple[str, ...] = (
     "--no-pager",
@@ -100,6 +100,11 @@ _PROGRESS_COMMANDS = frozenset({"clone", "fetch", "push"})
 # Progress lines (`Receiving objects:  45% (9/20)`, `remote: Counting objects: 5, done.`) are
 # noise in an error's detail; each is redrawn after a carriage return.
 _PROGRESS_LINE = re.compile(r"(remote: )?([A-Z][a-z]+( [a-z]+)*: +(\d+%|\d+, done)|Total \d+)")
+
+# Branch names git accepts whatever else holds (`check-ref-format`'s rules are all about
+# dots, slashes in a row, `@{`, control and a few punctuation characters): letters, digits,
+# `_` and `-` in slash-separated parts, not starting with `-` (it would read as an option).
+_PLAIN_BRANCH = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*(/[A-Za-z0-9_-]+)*")
 
 # scp-like addresses (`host:path`, `user@host:path`) have a colon before any slash.
 _SCP_LIKE = re.compile(r"^[^/]*:")
@@ -201,6 +206,8 @@ def transport_settings(repo: str) -> tuple[str, ...]:
 
 def check_branch_name(branch: str) -> None:
     """Refuse a branch name git would not accept, before it reaches any refspec."""
+    if _PLAIN_BRANCH.fullmatch(branch):
+        return  # none of the characters or sequences git's rules are about: git would agree
     result = try_git("check-ref-format", f"refs/heads/{branch}", cwd="/")
     if result.returncode != 0 or branch.startswith("-"):
         raise WorkspaceError(f"{branch[:80]!r} is not a valid git branch name")
@@ -330,28 +337,10 @@ def _after_subcommand(
     return (*args[: index + 1], *extra, *args[index + 1 :])
 
 
-_read_once = threading.local()
-# What decides which config files git reads in a folder, besides the folder.
-_CONFIG_ENV = ("HOME", "XDG_CONFIG_HOME", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM",
-               "GIT_CONFIG_NOSYSTEM")  # fmt: skip
-
-
-@contextlib.contextmanager
-def config_read_once() -> Iterator[None]:
-    """Within: the driver settings of each folder are read once and reused by later calls.
-
-    For a short run of cairn's own git calls in one thread that write no config while no
-    agent or person's command runs: the config cannot change between them, and each call
-    would otherwise start one more `git config` first.
-    """
-    if getattr(_read_once, "found", None) is not None:
-        yield  # an outer run already reads once
-        return
-    _read_once.found = {}
-    try:
-        yield
-    finally:
-        _read_once.found = None
+_KNOWN_LIMIT = 256
+_known_overrides: dict[git_config.Signature, dict[str, str]] = {}
+"""The overrides read for each config signature (cairn.workspace.git_config): a folder whose
+config files are as they were when read is not asked again."""
 
 
 def _driver_overrides(
@@ -360,16 +349,19 @@ def _driver_overrides(
     """Settings (as environment) that switch off every filter, diff and merge driver in config."""
     if _subcommand(args)[1] in _NO_CONTENT_COMMANDS:
         return {}
-    found: dict[tuple[str, ...], dict[str, str]] | None = getattr(_read_once, "found", None)
-    if found is None:
-        return _read_overrides(cwd, environ) or {}
-    key = (str(cwd), *(environ.get(name, "") for name in _CONFIG_ENV))
-    if key not in found:
-        read = _read_overrides(cwd, environ)
-        if read is None:
-            return {}  # not kept: the next call asks git again
-        found[key] = read
-    return found[key]
+    signed = git_config.signature(cwd, environ)
+    if signed is not None:
+        known = _known_overrides.get(signed)
+        if known is not None:
+            return known
+    read = _read_overrides(cwd, environ)
+    if read is None:
+        return {}  # not kept: the next call asks git again
+    if signed is not None and not git_config.includes_other_files(signed):
+        if len(_known_overrides) >= _KNOWN_LIMIT:
+            _known_overrides.clear()
+        _known_overrides[signed] = read
+    return read
 
 
 def _read_overrides(cwd: Path | str, environ: Mapping[str, str]) -> dict[str, str] | None:

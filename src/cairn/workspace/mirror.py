@@ -164,14 +164,19 @@ def checked_out_base(repo: str, base_branch: str) -> Path | None:
     path = local_path(repo)
     if path is None or not path.is_dir():
         return None
-    if try_git("rev-parse", "--is-bare-repository", cwd=path).stdout != "false":
+    # One git call: a bare repository fails `--show-toplevel`, a detached HEAD is "HEAD".
+    found = try_git(
+        "rev-parse", "--is-bare-repository", "--show-toplevel", "--symbolic-full-name", "HEAD",
+        cwd=path,
+    )  # fmt: skip
+    lines = found.stdout.split("\n")
+    if found.returncode != 0 or len(lines) < 3 or lines[0] != "false":
         return None
     # The address must be the top of a checkout, not a folder inside some other repository.
-    top = try_git("rev-parse", "--show-toplevel", cwd=path)
-    if top.returncode != 0 or Path(top.stdout).resolve() != path.resolve():
+    top = "\n".join(lines[1:-1])  # a folder's name may hold a newline
+    if Path(top).resolve() != path.resolve():
         return None
-    head = try_git("symbolic-ref", "-q", "HEAD", cwd=path)
-    return path if head.returncode == 0 and head.stdout == f"refs/heads/{base_branch}" else None
+    return path if lines[-1] == f"refs/heads/{base_branch}" else None
 
 
 def checkout_changes(repo: str, base_branch: str) -> list[str]:

@@ -12,7 +12,7 @@ from typing import Any
 
 from cairn.errors import WorkspaceError
 from cairn.removal import remove_tree
-from cairn.workspace.git import IDENTITY, check_branch_name, config_read_once, run_git, try_git
+from cairn.workspace.git import IDENTITY, GitError, check_branch_name, run_git, try_git
 from cairn.workspace.mirror import Mirror
 
 STAT_WIDTH = 10_000
@@ -26,6 +26,9 @@ class Worktree:
         self.mirror = mirror
         self.path = Path(path).absolute()
         self.branch = branch
+        self._entries_path: str | None = None
+        self._changes: dict[tuple[str, str], list[str]] = {}
+        """Paths changed between two trees, by (baseline, tree): trees never change."""
 
     def __repr__(self) -> str:
         return f"Worktree(branch={self.branch!r})"
@@ -45,21 +48,31 @@ class Worktree:
             )
         return run_git(*args, cwd=self.path, **kwargs)
 
-    def ensure(self, baseline: str) -> None:
-        """Create the worktree at `baseline`, or reuse the existing one untouched (resume)."""
+    def ensure(self, baseline: str) -> bool:
+        """Create the worktree at `baseline`, or reuse the existing one untouched (resume).
+
+        True when it was created now on a new branch: then it holds the baseline's checkout
+        and nothing of the job's own.
+        """
         check_branch_name(self.branch)
         with self.mirror.lock():
             if self._links_to_mirror():
                 # Heals a crash inside `worktree move` (admin entry still naming the old path).
                 try_git("worktree", "repair", str(self.path), cwd=self.mirror.path)
             if self.is_valid():
-                return
+                return False
             if self.path.exists() and (not self.path.is_dir() or any(self.path.iterdir())):
                 raise WorkspaceError(
                     "the job's workspace folder exists but is not this job's worktree; "
                     "cairn will not overwrite it"
                 )
-            self._add(baseline)
+            try:
+                return self._add(baseline)
+            except GitError:
+                # An entry of a worktree deleted without git (its branch still "checked out"
+                # there, or its path still registered) stops `worktree add`: clear those, once.
+                self.mirror.git("worktree", "prune")
+                return self._add(baseline)
 
     def is_valid(self) -> bool:
         """True when the folder is a worktree of this mirror with the job's branch checked out."""
@@ -133,19 +146,29 @@ class Worktree:
             return None
         if not pointer.startswith("gitdir:"):
             return None
-        admin = self.path / pointer.removeprefix("gitdir:").strip()  # relative to the folder
-        if admin.resolve().parent != (self.mirror.path / "worktrees").resolve():
-            return None
-        return admin
+        named = pointer.removeprefix("gitdir:").strip()
+        entries = self._entries()
+        # The pointer git writes (an absolute, plain path straight into the mirror's entries)
+        # is checked without resolving it, which this runs before every git call here.
+        head, _, name = named.rpartition("/")
+        if head == entries and name not in ("", ".", "..") and not os.path.islink(named):
+            return Path(named)
+        admin = self.path / named  # relative to the folder
+        return admin if admin.resolve().parent == Path(entries) else None
 
-    def _add(self, baseline: str) -> None:
+    def _entries(self) -> str:
+        """The mirror's folder of worktree entries, resolved once."""
+        if self._entries_path is None:
+            self._entries_path = str((self.mirror.path / "worktrees").resolve())
+        return self._entries_path
+
+    def _add(self, baseline: str) -> bool:
         # Build the checkout beside the final path and move it in, so an interrupted checkout
         # never passes for a finished workspace on resume.
         staging = self.path.with_name(self.path.name + ".partial")
         if staging.exists():
             try_git("worktree", "remove", "--force", "--force", str(staging), cwd=self.mirror.path)
             shutil.rmtree(staging, ignore_errors=True)  # cairn's own half-made folder
-        self.mirror.git("worktree", "prune")
         known = try_git("rev-parse", "--verify", "-q", self.branch_ref, cwd=self.mirror.path)
         if known.returncode == 0:
             # The branch outlived its folder: check the job's own commits out again, but only
@@ -164,6 +187,7 @@ class Worktree:
         if self.path.is_dir():
             self.path.rmdir()  # empty (checked by ensure); `worktree move` would nest inside it
         self.mirror.git("worktree", "move", str(staging), str(self.path), failure=failure)
+        return known.returncode != 0
 
     def _builds_on(self, baseline: str, tip: str) -> bool:
         found = try_git("merge-base", "--is-ancestor", baseline, tip, cwd=self.mirror.path)
@@ -173,11 +197,16 @@ class Worktree:
         """The commit the job's branch points at."""
         return self.git("rev-parse", "--verify", "HEAD^{commit}")
 
+    def tip(self) -> tuple[str, str]:
+        """The commit the job's branch points at, and that commit's tree (one git call)."""
+        commit, tree = self.git("rev-parse", "HEAD^{commit}", "HEAD^{tree}").split("\n")
+        return commit, tree
+
     def content_id(self) -> str:
         """The tree id of everything in the worktree, uncommitted and untracked files included."""
         # A throwaway index seeded from HEAD: the worktree's own index (which the agent may be
         # using) is never read or written, and no stat cache can hide an equal-size edit.
-        with config_read_once(), tempfile.TemporaryDirectory(prefix="cairn-index-") as scratch:
+        with tempfile.TemporaryDirectory(prefix="cairn-index-") as scratch:
             env = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
             failure = "git could not measure the job's workspace"
             self.git("read-tree", "HEAD", env=env, failure=failure)
@@ -190,11 +219,15 @@ class Worktree:
         A caller that already holds the content identity (`tree`) passes it: computing it
         hashes every file in the workspace.
         """
-        out = self.git(
-            "diff-tree", "-r", "-z", "--name-only", "--no-renames",
-            f"{baseline}^{{tree}}", tree or self.content_id(),
-        )  # fmt: skip
-        return [path for path in out.split("\0") if path]
+        tree = tree or self.content_id()
+        known = self._changes.get((baseline, tree))
+        if known is None:
+            out = self.git(
+                "diff-tree", "-r", "-z", "--name-only", "--no-renames",
+                f"{baseline}^{{tree}}", tree,
+            )  # fmt: skip
+            known = self._changes[(baseline, tree)] = [path for path in out.split("\0") if path]
+        return list(known)
 
     def diffstat(self, baseline: str, tree: str | None = None) -> str:
         """A `git diff --stat` of the worktree's content (or `tree`) against the baseline."""
@@ -205,17 +238,17 @@ class Worktree:
             f"{baseline}^{{tree}}", tree or self.content_id(),
         )  # fmt: skip
 
-    def commit(self, baseline: str, message: str) -> str:
-        """Commit the worktree's content on the job's branch; safe to repeat after a crash."""
+    def commit(self, baseline: str, message: str, tree: str | None = None) -> str:
+        """Commit the worktree's content on the job's branch; safe to repeat after a crash.
+
+        A caller that measured the content a moment ago, with nothing run in the workspace
+        since, passes it as `tree`.
+        """
         if not self.is_valid():
             raise WorkspaceError("the job's workspace is missing or no longer on the job's branch")
-        with config_read_once():
-            return self._commit(baseline, message)
-
-    def _commit(self, baseline: str, message: str) -> str:
-        tree = self.content_id()
-        head = self.head()
-        if self.git("rev-parse", f"{head}^{{tree}}") != tree:
+        tree = tree or self.content_id()
+        head, head_tree = self.tip()
+        if head_tree != tree:
             new = self.git(*IDENTITY, "commit-tree", tree, "-p", head, "-F", "-", input=message)
             # Compare-and-swap on the old head: a concurrent move of the branch fails loudly.
             self.git(
