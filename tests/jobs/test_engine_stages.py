@@ -161,3 +161,35 @@ def test_the_agent_stage_records_whether_isolation_held(
     cairn.work()
     unproven = _runs(cairn, allowed.id, "running_agent")[-1]["evidence"]["isolation"]["value"]
     assert unproven == "unproven"
+
+
+def test_a_stage_is_entered_with_its_intent_in_one_write_or_not_at_all(
+    cairn: Cairn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The job's move into a stage and the stage's recorded intent are one fenced write: a
+    # failure writing the intent leaves no sign of the stage (no progress event, no run).
+    from cairn.jobs import gates
+    from cairn.store import fenced_runs, progress
+
+    def refused(conn: sa.Connection, job_id: int, token: int, stage: str, recipe: str) -> object:
+        if stage == Stage.preparing_workspace.value:
+            raise RuntimeError("the intent could not be written")
+        return real(conn, job_id, token, stage, recipe)
+
+    real = fenced_runs.start_in
+    monkeypatch.setattr(fenced_runs, "start_in", refused)
+    job = cairn.submit(SCRIPT)
+    cairn.work()
+    stopped = cairn.job(job.id)
+    assert (stopped.stage, stopped.status) == (Stage.preparing_baseline, Status.blocked)
+    with cairn.store.read() as conn:
+        entered = {event.stage for event in progress.events_for_job(conn, job.id)}
+    assert Stage.preparing_baseline in entered and Stage.preparing_workspace not in entered
+    assert _runs(cairn, job.id, "preparing_workspace") == []
+    monkeypatch.setattr(fenced_runs, "start_in", real)
+    with cairn.store.begin() as conn:
+        gates.resume(conn, job.id, "alice")
+    cairn.work()
+    assert cairn.job(job.id).stage is Stage.awaiting_review
+    (entered_once,) = _runs(cairn, job.id, "preparing_workspace")
+    assert entered_once["status"] == "accepted"

@@ -27,7 +27,7 @@ from cairn.errors import CairnError, LeaseLost
 from cairn.jobs import context
 from cairn.jobs.access import missing_access
 from cairn.jobs.gates import waiting_actions
-from cairn.jobs.ledger import StoreLedger
+from cairn.jobs.ledger import EnteringLedger
 from cairn.next_action import Action, NextAction
 from cairn.sanitize import Sanitizer, user_sanitizer
 from cairn.stages import Stage, Status
@@ -99,6 +99,7 @@ class Drive:
         self.allow_unsandboxed = bool(self.room.scope.get("unsandboxed_commands", False))
         self.sanitizer: Sanitizer = user_sanitizer(config, self.room.repo)
         self._reused_unchecked: str | None = None
+        self._entering_stage: Stage | None = None
 
     @cached_property
     def mirror(self) -> Mirror:
@@ -129,16 +130,34 @@ class Drive:
 
     def move(self, stage: Stage, status: Status = Status.running, **fields: Any) -> None:
         """Move the job to `stage`; leaving `running` also gives up this runner's lease."""
-        leaving_agent = self.job.stage is Stage.running_agent and stage is not Stage.running_agent
         with self.store.begin() as conn:
-            # The move is itself the fenced write (its compare-and-set names this token).
-            self.job = job_ledger.transition(
-                conn, self.job, stage, status, fencing_token=self.token, **fields
-            )
-            if leaving_agent:
-                # Whatever the agent's last turn ended with is settled by this very move.
-                context.settle(conn, self.job.id, self.agent_name)
-        self.on_progress(self.job)
+            moved = self.move_in(conn, stage, status, **fields)
+        self.moved(moved)
+
+    def move_in(
+        self, conn: sa.Connection, stage: Stage, status: Status = Status.running, **fields: Any
+    ) -> Job:
+        """The writes of a move in the caller's transaction; the job as moved, once it commits
+        (then hand it to `moved`). The move is itself a fenced write: its compare-and-set names
+        this runner's token, so it also guards whatever else the transaction writes."""
+        moved = job_ledger.transition(
+            conn, self.job, stage, status, fencing_token=self.token, **fields
+        )
+        if self.job.stage is Stage.running_agent and stage is not Stage.running_agent:
+            # Whatever the agent's last turn ended with is settled by this very move.
+            context.settle(conn, self.job.id, self.agent_name)
+        return moved
+
+    def moved(self, job: Job) -> None:
+        """Take the job as a committed move left it, and show its progress."""
+        self.job = job
+        self.on_progress(job)
+
+    def take_entry(self) -> Stage | None:
+        """The stage the workflow is entering but the job has not moved to yet (see
+        `_entering`), now handed to whoever moves it; None when there is none."""
+        entering, self._entering_stage = self._entering_stage, None
+        return entering
 
     def record(self, **fields: Any) -> None:
         """Set job columns (baseline, summary, fingerprint) without moving the job."""
@@ -213,7 +232,7 @@ class Drive:
         # Before the snapshot's reuse is checked against the workspace: it must be this host's.
         rebuild.ensure_workspace_here(self)
         engine: Engine[Drive] = Engine.starting(
-            StoreLedger(self.store, self.job.id, self.token),
+            EnteringLedger(self),
             faults=self.faults,
             on_start=self._entering,
             on_accept=self._accepted,
@@ -255,8 +274,12 @@ class Drive:
         self._checkpoint_reused()
         entered = Stage(stage.name)
         # A gate stage shows up only when it pauses: the job waits there, it never runs there.
-        if self.job.stage is not entered and entered is not Stage.awaiting_review:
-            self.move(entered)
+        if self.job.stage is entered or entered is Stage.awaiting_review:
+            return
+        if stage.effect_free:
+            self.move(entered)  # no intent is recorded for it to share a write with
+        else:
+            self._entering_stage = entered  # moved with the stage's intent (EnteringLedger)
 
     def _still_ours(self) -> bool:
         job = self.refresh()

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cairn.engine import EffectState, EffectStatus, Evidence, RunRecord, RunStatus, read_record
 from cairn.store import Store, effects, fenced_runs, stage_runs
 from cairn.store.records import StageRun
+
+if TYPE_CHECKING:
+    from cairn.jobs.drive import Drive
 
 
 def run_record(run: StageRun) -> RunRecord | None:
@@ -84,6 +87,28 @@ class StoreLedger:
     def mark_reused(self, records: Sequence[RunRecord]) -> None:
         with self.store.fenced(self.job_id, self.token) as conn:
             stage_runs.mark_reused(conn, self.job_id, [record.ref for record in records])
+
+
+class EnteringLedger(StoreLedger):
+    """A drive's stage runs, each stage's intent recorded in the very transaction that moves
+    the job into that stage: one fenced write where a move and an intent took two (the move's
+    compare-and-set on the fencing token guards the intent too)."""
+
+    def __init__(self, drive: Drive) -> None:
+        super().__init__(drive.store, drive.job.id, drive.token)
+        self.drive = drive
+
+    def start(self, stage: str, recipe_id: str) -> RunRecord:
+        entering = self.drive.take_entry()
+        if entering is None:  # another attempt of the stage the job is in already
+            return super().start(stage, recipe_id)
+        with self.store.begin() as conn:
+            moved = self.drive.move_in(conn, entering)
+            run = fenced_runs.start_in(conn, self.job_id, self.token, stage, recipe_id)
+        self.drive.moved(moved)
+        started = run_record(run)
+        assert started is not None, "a run just recorded reads back"
+        return started
 
 
 class StoreEffects:

@@ -113,6 +113,21 @@ def start(store: Store, job_id: int, fencing_token: int, stage: str, recipe_id: 
     return _insert(store, fields | {"run_status": RunStatus.running.value, "ended": None})
 
 
+def start_in(
+    conn: sa.Connection, job_id: int, fencing_token: int, stage: str, recipe_id: str
+) -> StageRun:
+    """`stage_runs.start` in a transaction that a fenced write of the caller already guards
+    (on PostgreSQL the one statement, whose own guard finds the job row already held)."""
+    if conn.dialect.name != "postgresql":
+        return stage_runs.start(conn, job_id, stage, recipe_id, fencing_token)
+    fields = _insert_fields(job_id, fencing_token, stage, recipe_id)
+    row = conn.execute(_INSERT, fields | {"run_status": RunStatus.running.value, "ended": None})
+    found = row.first()
+    if found is None:
+        raise lease_lost(job_id)
+    return StageRun.from_row(found)
+
+
 def record(
     store: Store,
     job_id: int,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, Self
@@ -16,12 +17,17 @@ from cairn.stages import Gate, Stage, Status, Verdict
 class Record:
     @classmethod
     def from_row(cls, row: Any) -> Self:
-        mapping = row._mapping
-        names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-        return cls(**{k: v for k, v in mapping.items() if k in names})
+        names = _field_names(cls)  # type: ignore[arg-type]
+        return cls(**{k: v for k, v in row._mapping.items() if k in names})
 
     def evolve(self, **changes: Any) -> Self:
         return dataclasses.replace(self, **changes)  # type: ignore[type-var]
+
+
+@functools.cache
+def _field_names(record: type[Record]) -> frozenset[str]:
+    """The fields of a record class, looked up once (a runner builds records all day)."""
+    return frozenset(f.name for f in dataclasses.fields(record))  # type: ignore[arg-type]
 
 
 @dataclasses.dataclass(frozen=True)
