@@ -8,6 +8,7 @@ shows, with plain git, that the same setting does run it: the trap was real.
 
 from __future__ import annotations
 
+import os
 import stat
 import subprocess
 from pathlib import Path
@@ -15,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from cairn.testing.repos import commit_file, make_sample_repo
-from cairn.workspace import git_config
 from cairn.workspace.delivery import merge_into_base, push_branch
 from cairn.workspace.git import GitError
 from cairn.workspace.mirror import Mirror, checkout_changes
@@ -173,26 +173,75 @@ def test_drivers_from_the_users_own_config_never_run_on_a_jobs_workspace(
     assert marker.exists()
 
 
-def test_a_driver_configured_after_cairn_read_the_config_never_runs(
+@pytest.mark.parametrize(
+    "form",
+    [
+        "plain",
+        "included",  # through an include git finds however it is written
+        "included-after-a-bom",
+        "included-from-a-second-header",
+        "linked-into-the-workspace",  # the user's config a link into the agent's worktree
+    ],
+)
+def test_no_driver_a_config_names_runs_in_cairns_own_repositories(
     project: Path,
     tmp_path: Path,
     evil: Path,
     marker: Path,
     isolated_git_config: Path,
     monkeypatch: pytest.MonkeyPatch,
+    form: str,
 ) -> None:
-    # cairn reads which drivers the config names once per state of the config files; an
-    # agent's command that adds one to the user's config (an unsandboxed room) changes that
-    # state, and the next git call reads the config again.
-    monkeypatch.setattr(git_config, "SETTLE_SECONDS", 0.0)
+    # The mirror's info/attributes unsets every filter and merge driver for every path, and
+    # outranks the job's own .gitattributes: whatever the config says (or comes to say while
+    # cairn runs), no driver is chosen, so cairn's git there never asks the config first.
+    drivers = (
+        f'[filter "evil"]\n\tclean = {evil}\n\tsmudge = {evil}\n'
+        f'[merge "evil"]\n\tdriver = {evil} %O %A %B\n'
+    )
     tree = whole_job(project, tmp_path / "home")
-    configure(isolated_git_config, ("filter.evil.clean", str(evil)))
+    included = tmp_path / "included.gitconfig"
+    included.write_text(drivers)
+    monkeypatch.chdir(tree.path)  # where /proc/self/cwd leads for git and for cairn
+    config = {
+        "plain": drivers,
+        "included": f"[include]\n\tpath = {included}\n",
+        "included-after-a-bom": f"\ufeff[include]\n\tpath = {included}\n",
+        "included-from-a-second-header": f"[core][include]\n\tpath = {included}\n",
+    }
+    if form == "linked-into-the-workspace":
+        isolated_git_config.unlink()
+        isolated_git_config.symlink_to("/proc/self/cwd/.agent-config")
+        (tree.path / ".agent-config").write_text(drivers)
+        (project / ".agent-config").write_text(drivers)  # for the control below
+    else:
+        isolated_git_config.write_text(config[form])
     (tree.path / "src" / "app.py").write_text("print('edited again')\n")
     tree.content_id()
     tree.diffstat(tree.head())
+    second = Worktree(tree.mirror, tree.path.with_name("job-2"), "cairn/job-2")
+    second.ensure(tree.head())  # a checkout: smudge filters would run here
+    (second.path / "job-2.txt").write_text("two\n")
+    second.commit(tree.head(), "Job 2")
     assert_never_ran(marker)
-    plain_git(tree.path, "add", "src/app.py")
+    # The control: the same config makes a person's git run the filter in their checkout,
+    # whose attributes name it (in cairn's worktrees the mirror's attributes unset it).
+    (project / "README.md").write_text("edited by a person\n")
+    plain_git(project, "add", "README.md")
     assert marker.exists()
+
+
+def test_cairn_puts_back_the_mirrors_attributes_before_its_next_git_call(
+    project: Path, tmp_path: Path, evil: Path, marker: Path, isolated_git_config: Path
+) -> None:
+    configure(isolated_git_config, ("filter.evil.clean", str(evil)))
+    tree = whole_job(project, tmp_path / "home")
+    attributes = tree.mirror.path / "info" / "attributes"
+    attributes.write_text("* filter=evil\n")  # someone with access to cairn's home
+    (tree.path / "src" / "app.py").write_text("print('edited again')\n")
+    tree.content_id()
+    assert_never_ran(marker)
+    assert attributes.read_text() == "* !filter !merge\n"
 
 
 def test_an_ssh_command_behind_a_url_rewrite_never_runs(
@@ -250,3 +299,51 @@ def test_a_rewritten_git_pointer_stops_cairns_git(
     with pytest.raises(Exception, match="no longer points at cairn's copy"):
         tree.content_id()
     assert_never_ran(marker)
+
+
+@pytest.mark.parametrize(
+    "pointer",
+    [
+        "gitdir:  {admin}\n",  # git reads " {admin}": a folder inside the worktree
+        "gitdir:\t{admin}\n",
+        "gitdir: {admin} \n",
+        "gitdir: {admin}\x00\n",  # git stops reading at the NUL
+        "gitdir: {admin}\nmore\n",
+        " gitdir: {admin}\n",
+    ],
+    ids=["two-spaces", "tab", "trailing-space", "nul", "second-line", "leading-space"],
+)
+def test_a_pointer_git_would_read_otherwise_than_cairn_stops_cairns_git(
+    project: Path, tmp_path: Path, evil: Path, marker: Path, pointer: str
+) -> None:
+    # What a sandboxed agent can write: its own `.git` names cairn's entry for the job to a
+    # reader that trims spaces, while git takes the spaces as part of the path, here a folder
+    # of the agent's making inside its worktree, holding a repository with its own config.
+    tree = whole_job(project, tmp_path / "home")
+    admin = plain_git(tree.path, "rev-parse", "--path-format=absolute", "--git-dir").stdout.strip()
+    crafted = Path(f"{tree.path}/ {admin}")
+    assert plain_git(tmp_path, "init", "-q", "--bare", str(crafted)).returncode == 0
+    configure(crafted, ("filter.evil.clean", str(evil)), ("core.fsmonitor", str(evil)))
+    (tree.path / ".git").write_text(pointer.format(admin=admin))
+    assert not tree.is_valid()
+    with pytest.raises(Exception, match="no longer points at cairn's copy"):
+        tree.content_id()
+    assert_never_ran(marker)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link"])
+def test_a_git_pointer_that_is_no_plain_file_is_refused_at_once(
+    project: Path, tmp_path: Path, kind: str
+) -> None:
+    tree = whole_job(project, tmp_path / "home")
+    pointer = tree.path / ".git"
+    copy = tmp_path / "pointer"
+    copy.write_bytes(pointer.read_bytes())
+    pointer.unlink()
+    if kind == "fifo":
+        os.mkfifo(pointer)  # read as a file, it would never answer
+    else:
+        pointer.symlink_to(copy)
+    assert not tree.is_valid()
+    with pytest.raises(Exception, match="no longer points at cairn's copy"):
+        tree.content_id()

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -35,10 +37,18 @@ def test_a_second_writer_waits_for_the_first_and_then_writes(sqlite_store: Store
             identity.add_user(conn, "second")
         done.append("second")
 
+    tries: list[str] = []
+
+    def count(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
+        if statement == "BEGIN IMMEDIATE":
+            tries.append(statement)
+
+    sa.event.listen(sqlite_store.engine, "before_cursor_execute", count)
     waiting = threading.Thread(target=second)
     waiting.start()
-    waiting.join(timeout=0.2)  # it looks again and again while the first holds the lock
-    assert waiting.is_alive() and not done
+    waiting.join(timeout=0.2)
+    # A thread of the same process waits for its turn: it never knocks on SQLite's lock.
+    assert waiting.is_alive() and not done and tries == []
     release.set()
     first.join()
     waiting.join(timeout=30)
@@ -48,21 +58,46 @@ def test_a_second_writer_waits_for_the_first_and_then_writes(sqlite_store: Store
     sqlite_store.close()
 
 
-def test_a_writer_gives_up_with_database_locked_after_the_busy_timeout(
-    sqlite_store: Store, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    held, release = threading.Event(), threading.Event()
-    first = threading.Thread(target=_hold_the_lock, args=(sqlite_store, held, release))
-    first.start()
-    assert held.wait(timeout=30)
-    monkeypatch.setattr(database, "SQLITE_BUSY_MS", 50)
+def _another_process_holds_the_lock(path: Path) -> sqlite3.Connection:
+    """A connection of its own (as another process has) that holds SQLite's write lock."""
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")
+    other.execute("INSERT INTO users (name, created_at) VALUES ('other', '2026-01-01')")
+    return other
+
+
+def test_a_writer_waits_for_another_processs_lock_and_then_writes(tmp_path: Path) -> None:
+    store = Store.open(f"sqlite:///{tmp_path / 'cairn.db'}", create=True)
+    other = _another_process_holds_the_lock(tmp_path / "cairn.db")
+    releasing = threading.Timer(0.3, other.commit)  # well past the shortest looks
+    releasing.start()
     try:
-        locked = pytest.raises(sa.exc.OperationalError, match="database is locked")
-        with locked, sqlite_store.begin() as conn:
+        with store.begin() as conn:
             identity.add_user(conn, "second")
     finally:
-        release.set()
-        first.join()
-    with sqlite_store.read() as conn:
-        assert [user.name for user in identity.list_users(conn)] == ["first"]
-    sqlite_store.close()
+        releasing.join()
+        other.close()
+    with store.read() as conn:
+        assert [user.name for user in identity.list_users(conn)] == ["other", "second"]
+    store.close()
+
+
+def test_a_writer_gives_up_with_database_locked_after_the_busy_timeout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(database, "SQLITE_BUSY_MS", 50)  # read when the store's engine is made
+    store = Store.open(f"sqlite:///{tmp_path / 'cairn.db'}", create=True)
+    other = _another_process_holds_the_lock(tmp_path / "cairn.db")
+    try:
+        locked = pytest.raises(sa.exc.OperationalError, match="database is locked")
+        with locked, store.begin() as conn:
+            identity.add_user(conn, "second")
+        # Its turn in this process ended with it: the next writer is not held up.
+        other.rollback()
+        with store.begin() as conn:
+            identity.add_user(conn, "third")
+    finally:
+        other.close()
+    with store.read() as conn:
+        assert [user.name for user in identity.list_users(conn)] == ["third"]
+    store.close()

@@ -169,8 +169,7 @@ class RunnerProcess:
         """One thread's idle wait; while listening, also until the first lease runs out.
 
         A lease that runs out notifies nobody: without this, a dead runner's job would wait
-        for the next poll on top of its lease. (On SQLite the poll is short already, and a
-        read there would queue for the write lock.)
+        for the next poll on top of its lease. (On SQLite the poll is short already.)
         """
         waiter = wakeups.waiter()
         if not (wakeups.listening and self.store.dialect == "postgresql"):

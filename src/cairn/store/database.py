@@ -13,6 +13,7 @@ from sqlalchemy.engine import Engine
 
 from cairn.errors import StoreError
 from cairn.next_action import Action, NextAction
+from cairn.store import sqlite_writers
 
 if TYPE_CHECKING:
     from alembic.config import Config as AlembicConfig
@@ -23,8 +24,6 @@ HEAD_REVISION = "0011"
 """The newest migration, known without Alembic so that opening an up-to-date store (every
 command) does not import it; a test checks it against Alembic's own head."""
 SQLITE_BUSY_MS = 30_000
-_FIRST_PAUSE_S = 0.0001
-_LONGEST_PAUSE_S = 0.002
 POOL_OVERFLOW = 5
 PING_AFTER_IDLE_S = 1.0
 """A pooled PostgreSQL connection idle this long is pinged before it is handed out again."""
@@ -66,20 +65,19 @@ def make_engine(url: str, *, connections: int | None = None) -> Engine:
 
 
 def make_reader(url: str, *, connections: int | None = None) -> Engine | None:
-    """An engine whose transactions only read: a write through it fails on either backend.
+    """For a SQLite store file, an engine whose transactions only read and never wait.
 
-    On SQLite that is what lets them never wait: in WAL mode a reader sees the last
-    committed state and blocks nobody, while each transaction of `make_engine`'s takes the
-    write lock up front (BEGIN IMMEDIATE). None for an in-memory SQLite store, where a
+    In WAL mode a reader sees the last committed state and blocks nobody, while each
+    transaction of `make_engine`'s takes the write lock up front (BEGIN IMMEDIATE). None for
+    PostgreSQL, where a transaction takes no lock until it writes (`Store.read` opens its
+    transactions READ ONLY on the one pool), and for an in-memory SQLite store, where a
     second engine would open a second, empty store.
     """
+    if sqlite_path(url) is None:
+        return None
     pool: dict[str, Any] = {}
     if connections is not None:
         pool = {"pool_size": connections, "max_overflow": POOL_OVERFLOW}
-    if url.startswith(POSTGRES_SCHEMES):
-        return _postgres_engine("postgresql+psycopg:" + url.split(":", 1)[1], pool, reader=True)
-    if sqlite_path(url) is None:
-        return None
     return _sqlite_engine(url, pool, reader=True)
 
 
@@ -163,7 +161,7 @@ def _denied(exc: OSError) -> bool:
     return isinstance(exc, PermissionError) or exc.errno == errno.EROFS
 
 
-def _postgres_engine(url: str, pool: dict[str, Any], *, reader: bool = False) -> Engine:
+def _postgres_engine(url: str, pool: dict[str, Any]) -> Engine:
     """An engine whose pool replaces a connection the server dropped while it sat idle.
 
     SQLAlchemy's `pool_pre_ping` pings on every checkout: a round trip as long as the write it
@@ -172,12 +170,6 @@ def _postgres_engine(url: str, pool: dict[str, Any], *, reader: bool = False) ->
     timeout); a dead one is replaced before anyone uses it, as with `pool_pre_ping`.
     """
     engine = sa.create_engine(url, **pool)
-
-    if reader:
-
-        @sa.event.listens_for(engine, "connect")
-        def _on_connect(dbapi_connection: Any, _record: Any) -> None:
-            dbapi_connection.read_only = True  # psycopg opens each transaction BEGIN READ ONLY
 
     @sa.event.listens_for(engine, "checkin")
     def _on_checkin(_dbapi_connection: Any, record: Any) -> None:
@@ -214,36 +206,18 @@ def _sqlite_engine(url: str, pool: dict[str, Any], *, reader: bool = False) -> E
         if reader:
             cursor.execute("PRAGMA query_only=ON")  # a write through the read door fails loudly
         else:
-            # BEGIN IMMEDIATE waits in `_begin_immediate`; SQLite's own wait sleeps 1, 2, 5,
-            # 10 ms and longer between looks, long after a runner's short write has ended.
-            cursor.execute("PRAGMA busy_timeout=0")
+            cursor.execute("PRAGMA busy_timeout=0")  # the wait is cairn's (sqlite_writers)
         cursor.close()
 
-    @sa.event.listens_for(engine, "begin")
-    def _on_begin(connection: sa.Connection) -> None:
-        if reader:
+    if reader:
+
+        @sa.event.listens_for(engine, "begin")
+        def _on_begin(connection: sa.Connection) -> None:
             connection.exec_driver_sql("BEGIN")
-        else:
-            _begin_immediate(connection)
 
+    else:
+        sqlite_writers.take_turns(engine, SQLITE_BUSY_MS / 1000)
     return engine
-
-
-def _begin_immediate(connection: sa.Connection) -> None:
-    """BEGIN IMMEDIATE, looking again at short, growing intervals while another writer holds
-    the lock (up to SQLITE_BUSY_MS, as SQLite's own busy timeout would)."""
-    deadline = time.monotonic() + SQLITE_BUSY_MS / 1000
-    pause = _FIRST_PAUSE_S
-    while True:
-        try:
-            connection.exec_driver_sql("BEGIN IMMEDIATE")
-            return
-        except sa.exc.OperationalError as exc:
-            busy = getattr(exc.orig, "sqlite_errorname", "") == "SQLITE_BUSY"
-            if not busy or time.monotonic() >= deadline:
-                raise
-        time.sleep(pause)
-        pause = min(pause * 2, _LONGEST_PAUSE_S)
 
 
 def _alembic_config(connection: sa.Connection) -> AlembicConfig:

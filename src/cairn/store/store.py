@@ -31,8 +31,9 @@ class Store:
 
     def __init__(self, engine: Engine, reader: Engine | None = None) -> None:
         self.engine = engine
-        self.reader = reader or engine
-        """The engine behind `read`: on SQLite its own pool, whose transactions never write."""
+        self.reader = reader
+        """On SQLite, the engine behind `read`: a pool of its own, whose transactions never
+        write (see `database.make_reader`)."""
 
     @classmethod
     def open(cls, url: str, *, create: bool = False, connections: int | None = None) -> Store:
@@ -79,10 +80,22 @@ class Store:
         """One transaction that only reads, from one consistent state of the store.
 
         On SQLite it takes no write lock, so it neither waits for a runner's write nor holds
-        one up; a write through it fails. Use `begin` for anything that may write.
+        one up. A write through it fails (on PostgreSQL the transaction is READ ONLY; on an
+        in-memory SQLite store, which has no second pool, it is a plain transaction). Use
+        `begin` for anything that may write.
         """
-        with self.reader.begin() as connection:
-            yield connection
+        if self.reader is not None:
+            with self.reader.begin() as connection:
+                yield connection
+        elif self.dialect == "postgresql":
+            with self.engine.connect() as connection:
+                # psycopg opens the transaction READ ONLY; the pool resets it on return.
+                connection.execution_options(postgresql_readonly=True)
+                with connection.begin():
+                    yield connection
+        else:
+            with self.engine.begin() as connection:
+                yield connection
 
     @contextmanager
     def fenced(self, job_id: int, fencing_token: int) -> Iterator[sa.Connection]:
@@ -102,7 +115,7 @@ class Store:
             yield connection
 
     def close(self) -> None:
-        if self.reader is not self.engine:
+        if self.reader is not None:
             self.reader.dispose()
         self.engine.dispose()
 

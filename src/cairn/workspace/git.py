@@ -6,7 +6,9 @@ every config file, so each call switches off what would run such programs during
 operations: hooks, fsmonitor, signing and signature checks, auto-gc and maintenance, submodule
 recursion, `ext::` URLs, the pager, editors, alternate-refs commands, and every filter, diff
 and merge driver the repository's config names (found by reading the config, then each one
-overridden to nothing). Diffs never use external diff programs or textconv. Transports to a
+overridden to nothing). In cairn's own mirror and its worktrees no filter or merge driver can
+be chosen for any path at all (the mirror's info/attributes, see `Mirror.drivers_unset`), so
+their config is not read first. Diffs never use external diff programs or textconv. Transports to a
 local path may use the file protocol only, so a repository's `url.*.insteadOf` cannot turn
 them into an ssh call with its own `core.sshCommand`. `uploadpack.packObjectsHook` is honoured
 by git only from the user's own (not a repository's) config, which cairn leaves alone.
@@ -25,7 +27,6 @@ from pathlib import Path
 from typing import NamedTuple
 
 from cairn.errors import WorkspaceError
-from cairn.workspace import git_config
 
 HARDENING: tuple[str, ...] = (
     "--no-pager",
@@ -91,7 +92,7 @@ _FIXED_ENV = {
 _DROPPED_ENV = re.compile(
     r"GIT_(DIR|WORK_TREE|INDEX_FILE|OBJECT_DIRECTORY|ALTERNATE_OBJECT_DIRECTORIES|COMMON_DIR"
     r"|NAMESPACE|PREFIX|CONFIG|CONFIG_PARAMETERS|CONFIG_COUNT|CONFIG_KEY_\d+|CONFIG_VALUE_\d+"
-    r"|AUTHOR_NAME|AUTHOR_EMAIL|COMMITTER_NAME|COMMITTER_EMAIL|EXTERNAL_DIFF)"
+    r"|AUTHOR_NAME|AUTHOR_EMAIL|COMMITTER_NAME|COMMITTER_EMAIL|EXTERNAL_DIFF|ATTR_SOURCE)"
 )
 
 # Commands that report progress on request: a watched call asks for it, so a long transfer
@@ -147,14 +148,25 @@ def run_git(
     check: bool = True,
     failure: str | None = None,
     timeout: float | None = None,
+    own_repository: bool = False,
 ) -> str:
     """Run one hardened git command and return its stdout without the trailing newline.
 
     With `timeout` (and no input), the call is watched: git runs in a process group of its
     own, reports its progress, and the whole group is killed once it has said nothing for
-    `timeout` seconds.
+    `timeout` seconds. `own_repository`: `cwd` is cairn's mirror or one of its worktrees,
+    whose attributes unset every filter and merge driver (`Mirror.drivers_unset`), so the
+    config need not be asked which drivers it names.
     """
-    result = _run(args, cwd=cwd, env=env, input=input, failure=failure, timeout=timeout)
+    result = _run(
+        args,
+        cwd=cwd,
+        env=env,
+        input=input,
+        failure=failure,
+        timeout=timeout,
+        own_repository=own_repository,
+    )
     if check and result.returncode != 0:
         raise GitError(
             failure or _default_failure(args),
@@ -172,7 +184,9 @@ def try_git(
     timeout: float | None = None,
 ) -> GitResult:
     """Run one hardened git command whose exit code is an answer, not a failure."""
-    result = _run(args, cwd=cwd, env=env, input=input, failure=None, timeout=timeout)
+    result = _run(
+        args, cwd=cwd, env=env, input=input, failure=None, timeout=timeout, own_repository=False
+    )
     return GitResult(result.returncode, result.stdout.removesuffix("\n"), result.stderr.strip())
 
 
@@ -221,11 +235,13 @@ def _run(
     input: str | None,
     failure: str | None,
     timeout: float | None,
+    own_repository: bool,
 ) -> subprocess.CompletedProcess[str]:
     # A neutral folder by default: the caller's current folder may be any repository.
     where = "/" if cwd is None else cwd
     environ = git_environment(env)
-    environ.update(_driver_overrides(args, where, environ))
+    if not own_repository:
+        environ.update(_driver_overrides(args, where, environ))
     shaped = _after_subcommand(args, _DIFF_COMMANDS, _NO_DIFF_PROGRAMS)
     watch = timeout if input is None else None
     if watch is not None:
@@ -337,31 +353,13 @@ def _after_subcommand(
     return (*args[: index + 1], *extra, *args[index + 1 :])
 
 
-_KNOWN_LIMIT = 256
-_known_overrides: dict[git_config.Signature, dict[str, str]] = {}
-"""The overrides read for each config signature (cairn.workspace.git_config): a folder whose
-config files are as they were when read is not asked again."""
-
-
 def _driver_overrides(
     args: tuple[str, ...], cwd: Path | str, environ: Mapping[str, str]
 ) -> dict[str, str]:
     """Settings (as environment) that switch off every filter, diff and merge driver in config."""
     if _subcommand(args)[1] in _NO_CONTENT_COMMANDS:
         return {}
-    signed = git_config.signature(cwd, environ)
-    if signed is not None:
-        known = _known_overrides.get(signed)
-        if known is not None:
-            return known
-    read = _read_overrides(cwd, environ)
-    if read is None:
-        return {}  # not kept: the next call asks git again
-    if signed is not None and not git_config.includes_other_files(signed):
-        if len(_known_overrides) >= _KNOWN_LIMIT:
-            _known_overrides.clear()
-        _known_overrides[signed] = read
-    return read
+    return _read_overrides(cwd, environ) or {}
 
 
 def _read_overrides(cwd: Path | str, environ: Mapping[str, str]) -> dict[str, str] | None:

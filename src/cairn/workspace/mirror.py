@@ -23,6 +23,22 @@ from cairn.workspace.git import (
     try_git,
 )
 
+_NO_DRIVERS = "* !filter !merge\n"
+"""Attributes for every path: no filter driver and no merge driver (diffs are run with
+`--no-ext-diff --no-textconv`, so no diff driver runs either)."""
+_MATERIALIZED = "".join(f"/{name}/\n" for name in MATERIALIZED_FOLDERS)
+
+
+def _keep(path: Path, wanted: str) -> None:
+    """Make the file at `path` (in the mirror's own info folder) hold exactly `wanted`."""
+    try:
+        if path.read_text(encoding="utf-8") == wanted:
+            return
+    except (OSError, UnicodeDecodeError):
+        pass
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(wanted, encoding="utf-8")
+
 
 class Mirror:
     """The bare mirror of one room's repository; job worktrees are added from it.
@@ -70,7 +86,20 @@ class Mirror:
 
     def git(self, *args: str, **kwargs: Any) -> str:
         """Run a hardened git command inside the mirror."""
-        return run_git(*args, cwd=self.path, **kwargs)
+        return run_git(*args, cwd=self.path, own_repository=self.drivers_unset(), **kwargs)
+
+    def drivers_unset(self) -> bool:
+        """Whether no filter or merge driver can run for any path in the mirror or its worktrees.
+
+        The mirror's info/attributes unsets both attributes for every path, and git ranks it
+        above every `.gitattributes` (a job's own included) and the user's attributes, so
+        whatever drivers a config names, none is ever chosen. Checked (and written again if
+        changed) before each git call there; False before the mirror exists.
+        """
+        if not self.exists():
+            return False
+        _keep(self.path / "info" / "attributes", _NO_DRIVERS)
+        return True
 
     def remote_git(self, *args: str, **kwargs: Any) -> str:
         """Run a git command that reaches the room's repository, logged in when it needs to."""
@@ -129,11 +158,7 @@ class Mirror:
 
     def _exclude_materialized(self) -> None:
         """Keep dependencies cairn materializes into workspaces out of every job's content."""
-        exclude = self.path / "info" / "exclude"
-        wanted = "".join(f"/{name}/\n" for name in MATERIALIZED_FOLDERS)
-        if not exclude.is_file() or exclude.read_text(encoding="utf-8") != wanted:
-            exclude.parent.mkdir(exist_ok=True)
-            exclude.write_text(wanted, encoding="utf-8")
+        _keep(self.path / "info" / "exclude", _MATERIALIZED)
 
     def _fetch_base(self) -> None:
         refspec = f"+refs/heads/{self.base_branch}:{self.base_ref}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import stat
 import tempfile
 import time
 from pathlib import Path
@@ -17,6 +18,8 @@ from cairn.workspace.mirror import Mirror
 
 STAT_WIDTH = 10_000
 """Wide enough that git never shortens a path in a diffstat with `...`."""
+_POINTER_LIMIT = 4096
+"""The longest `.git` pointer read: git writes one line with a path."""
 
 
 class Worktree:
@@ -26,7 +29,7 @@ class Worktree:
         self.mirror = mirror
         self.path = Path(path).absolute()
         self.branch = branch
-        self._entries_path: str | None = None
+        self._entries_path: tuple[str, bool] | None = None
         self._changes: dict[tuple[str, str], list[str]] = {}
         """Paths changed between two trees, by (baseline, tree): trees never change."""
 
@@ -38,15 +41,16 @@ class Worktree:
         return f"refs/heads/{self.branch}"
 
     def git(self, *args: str, **kwargs: Any) -> str:
-        """Run a hardened git command inside the worktree, while it still belongs to the mirror."""
-        if not self._links_to_mirror():
+        """Run a hardened git command inside the worktree, while it is still this job's own."""
+        admin = self._valid_admin()
+        if admin is None or not self._entry_names_this_folder(admin):
             # The agent owns the worktree's files; a rewritten `.git` would aim cairn's git at
-            # a repository of the agent's making, with its own config.
+            # a repository of the agent's making (with its own config), or at another job's.
             raise WorkspaceError(
                 "the job's workspace no longer points at cairn's copy of the repository (its "
                 ".git was changed or removed); cairn will not run git there"
             )
-        return run_git(*args, cwd=self.path, **kwargs)
+        return run_git(*args, cwd=self.path, own_repository=self.mirror.drivers_unset(), **kwargs)
 
     def ensure(self, baseline: str) -> bool:
         """Create the worktree at `baseline`, or reuse the existing one untouched (resume).
@@ -87,11 +91,17 @@ class Worktree:
         if admin is None:
             return None
         try:
-            common = (admin / (admin / "commondir").read_text(encoding="utf-8").strip()).resolve()
+            common = (admin / "commondir").read_text(encoding="utf-8").strip()
             head = (admin / "HEAD").read_text(encoding="utf-8").strip()
         except (OSError, UnicodeDecodeError):
             return None
-        if common != self.mirror.path.resolve() or head != f"ref: {self.branch_ref}":
+        if head != f"ref: {self.branch_ref}":
+            return None
+        # What git writes ("../..", from an entry straight under the mirror's entries) is
+        # known to be the mirror; anything else is resolved.
+        entries, plain = self._entries()
+        written = plain and common == "../.." and str(admin.parent) == entries
+        if not written and (admin / common).resolve() != self.mirror.path.resolve():
             return None
         return admin
 
@@ -128,10 +138,11 @@ class Worktree:
     def _entry_names_this_folder(self, admin: Path) -> bool:
         """Whether the mirror's entry points back at this folder (not another job's entry)."""
         try:
-            named = Path((admin / "gitdir").read_text(encoding="utf-8").strip())
+            named = (admin / "gitdir").read_text(encoding="utf-8").strip()
         except (OSError, UnicodeDecodeError):
             return False
-        return (admin / named).resolve() == (self.path / ".git").resolve()
+        own = str(self.path / ".git")
+        return named == own or (admin / named).resolve() == Path(own).resolve()
 
     def _links_to_mirror(self) -> bool:
         # `worktree repair` writes into whatever admin folder a .git file names; only let it
@@ -140,26 +151,49 @@ class Worktree:
 
     def _admin(self) -> Path | None:
         """The mirror's entry for this worktree, if the worktree's `.git` names one of them."""
-        try:
-            pointer = (self.path / ".git").read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError):
+        named = self._pointer()
+        if named is None:
             return None
-        if not pointer.startswith("gitdir:"):
-            return None
-        named = pointer.removeprefix("gitdir:").strip()
-        entries = self._entries()
+        entries, plain = self._entries()
         # The pointer git writes (an absolute, plain path straight into the mirror's entries)
         # is checked without resolving it, which this runs before every git call here.
         head, _, name = named.rpartition("/")
-        if head == entries and name not in ("", ".", "..") and not os.path.islink(named):
+        if plain and head == entries and name not in ("", ".", "..") and not os.path.islink(named):
             return Path(named)
         admin = self.path / named  # relative to the folder
         return admin if admin.resolve().parent == Path(entries) else None
 
-    def _entries(self) -> str:
-        """The mirror's folder of worktree entries, resolved once."""
+    def _pointer(self) -> str | None:
+        """The folder the worktree's `.git` file names, read as git reads it; None when it is
+        not a plain file of that form, or holds anything git would read differently."""
+        try:
+            fd = os.open(self.path / ".git", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            return None  # missing, a link, or no file at all
+        with os.fdopen(fd, "rb") as pointer:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None  # a folder, a FIFO that would never answer, a device
+            data = pointer.read(_POINTER_LIMIT + 1)
+        # git takes everything after "gitdir: " up to trailing line ends as the path: spaces
+        # around it, control characters (a NUL ends git's read) or a second line would make
+        # it name another folder than the one this reading sees. cairn's git writes none.
+        if len(data) > _POINTER_LIMIT or not data.startswith(b"gitdir: "):
+            return None
+        named = data[len(b"gitdir: ") :].rstrip(b"\r\n")
+        if not named or named != named.strip() or any(c < 0x20 or c == 0x7F for c in named):
+            return None
+        try:
+            return named.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+
+    def _entries(self) -> tuple[str, bool]:
+        """The mirror's folder of worktree entries, resolved (once), and whether it is a plain
+        folder right inside the mirror: only then is a pointer naming it taken as written."""
         if self._entries_path is None:
-            self._entries_path = str((self.mirror.path / "worktrees").resolve())
+            mirror = self.mirror.path.resolve()
+            entries = (mirror / "worktrees").resolve()
+            self._entries_path = (str(entries), entries.parent == mirror)
         return self._entries_path
 
     def _add(self, baseline: str) -> bool:
