@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import subprocess
+import threading
+import time
 
 import pytest
 
@@ -12,6 +14,7 @@ from cairn.jobs.view import outcome_id
 from cairn.next_action import Action, NextAction
 from cairn.stages import Stage, Status
 from cairn.testing.harness import Cairn, Turns
+from cairn.workspace.mirror import Mirror
 
 DEPENDENCY_THEN_WRITE = """
 steps:
@@ -177,6 +180,33 @@ def test_rule_5_dirty_baseline_stops_without_touching_it(cairn: Cairn) -> None:
     assert resumed["stage"] == "awaiting_review"
     assert resumed["baseline"] == cairn.git("rev-parse", "main")
     assert resumed["diagnosis"] is None and "uncommitted" not in resumed["feed"]
+
+
+def test_rule_5_files_a_merge_of_this_host_is_writing_are_not_uncommitted_work(
+    cairn: Cairn,
+) -> None:
+    """A checkout another job is fast-forwarding (under the mirror's lock) blocks nothing."""
+    mirror = Mirror(
+        cairn.config.mirror_path(cairn.store.installation_id, 1), str(cairn.repo), "main"
+    )
+    job = cairn.submit(WRITE_B)
+    worker = threading.Thread(target=cairn.work)
+    with mirror.lock():
+        (cairn.repo / "merged.txt").write_text("what the fast-forward is writing\n")
+        worker.start()
+        deadline = time.monotonic() + 60
+        while cairn.job(job.id).stage is not Stage.preparing_baseline:
+            assert time.monotonic() < deadline, "the job never reached its baseline"
+            time.sleep(0.01)
+        time.sleep(0.5)  # the job's first look sees merged.txt, then waits for the lock
+        cairn.git("add", "merged.txt")
+        cairn.git("-c", "user.name=Merge", "-c", "user.email=m@example.com", "commit", "-qm", "m")
+    worker.join(timeout=120)
+    detail = cairn.detail(job.id)
+    assert (detail["status"], detail["stage"]) == ("waiting", "awaiting_review"), detail[
+        "diagnosis"
+    ]
+    assert detail["baseline"] == cairn.git("rev-parse", "main")
 
 
 def test_rule_6_progress_not_logs(cairn: Cairn, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -22,6 +22,12 @@ def _baseline(drive: Drive, upstream: Upstream) -> Result:
     room = drive.room
     changes = checkout_changes(room.repo, room.base_branch)
     if changes:
+        # Another job of this host may be fast-forwarding the checkout right now (under the
+        # mirror's lock): the files it is writing are nobody's uncommitted work. Look again
+        # once it is done.
+        with drive.mirror.lock():
+            changes = checkout_changes(room.repo, room.base_branch)
+    if changes:
         shown = ", ".join(changes[:5]) + (
             f" and {len(changes) - 5} more" if len(changes) > 5 else ""
         )
@@ -32,8 +38,7 @@ def _baseline(drive: Drive, upstream: Upstream) -> Result:
             next_actions=[drive.resume_step()],
         )
     try:
-        with drive.mirror.lock():
-            baseline = drive.mirror.fetch_baseline()
+        baseline = drive.mirror.fetch_baseline()
     except WorkspaceError as exc:
         raise Blocked(
             f"{exc}; fix the room's repository", next_actions=[drive.resume_step()]
