@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -193,3 +194,34 @@ def test_a_stage_is_entered_with_its_intent_in_one_write_or_not_at_all(
     assert cairn.job(job.id).stage is Stage.awaiting_review
     (entered_once,) = _runs(cairn, job.id, "preparing_workspace")
     assert entered_once["status"] == "accepted"
+
+
+def test_checkpoints_leave_no_ref_behind_and_each_bundle_holds_its_commit(
+    cairn: Cairn, tmp_path: Path
+) -> None:
+    # Every ref in a mirror is looked at by each fetch and worktree command: a ref per
+    # checkpoint would make every job slower than the one before it.
+    from cairn.store import checkpoints
+
+    job = cairn.submit(SCRIPT)
+    cairn.work()
+    assert cairn.job(job.id).stage is Stage.awaiting_review
+    mirror = cairn.config.mirror_path(cairn.store.installation_id, job.room_id)
+    refs = subprocess.run(
+        ["git", "for-each-ref", "refs/cairn/"], cwd=mirror, capture_output=True, text=True
+    )
+    assert refs.returncode == 0 and refs.stdout == ""
+    with cairn.store.read() as conn:
+        saved = checkpoints.for_job(conn, job.id)
+    assert [c.stage for c in saved] == ["running_agent", "summarizing"]
+    for checkpoint in saved:
+        bundle = tmp_path / f"{checkpoint.stage}.bundle"
+        bundle.write_bytes(checkpoint.bundle)
+        heads = subprocess.run(
+            ["git", "bundle", "list-heads", str(bundle)],
+            cwd=mirror,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert heads.stdout.split()[0] == checkpoint.commit

@@ -137,20 +137,30 @@ def save_if_changed(
 def _bundle(drive: Drive, baseline: str, head: str, holds: bool, tree: str) -> tuple[str, bytes]:
     """The commit that holds `tree` on top of `head`, and a bundle of it relative to baseline.
 
-    `holds`: the commit `head` already has `tree` as its tree.
+    `holds`: the commit `head` (the tip of the job's branch) already has `tree` as its tree.
+    A bundle takes its commits from a ref: the job's branch when it holds the checkpoint, else
+    a ref made for the bundle and deleted after it (so a mirror's refs do not grow with every
+    job it ever checkpointed: fetches and worktree commands look at all of them). No mirror
+    lock: both refs are the job's own, moved only by the runner holding its lease.
     """
     worktree, mirror = drive.worktree, drive.mirror
-    commit = head
-    # A bundle needs at least one commit beyond the baseline, even for a reverted workspace.
-    if head == baseline or not holds:
+    failure = "git could not write a checkpoint of the job's workspace"
+    with tempfile.TemporaryDirectory(prefix="cairn-checkpoint-") as scratch:
+        path = Path(scratch) / "checkpoint.bundle"
+        # A bundle needs at least one commit beyond the baseline, even for a reverted workspace.
+        if head != baseline and holds:
+            bundled = (str(path), worktree.branch_ref, f"^{baseline}")
+            mirror.git("bundle", "create", "--quiet", *bundled, failure=failure)
+            return head, path.read_bytes()
         commit = worktree.git(
             *IDENTITY, "commit-tree", tree, "-p", head, "-F", "-",
             input=f"{drive.branch}: checkpoint of uncommitted work",
         )  # fmt: skip
-    ref = checkpoint_ref(drive.job.id)
-    failure = "git could not write a checkpoint of the job's workspace"
-    with mirror.lock(), tempfile.TemporaryDirectory(prefix="cairn-checkpoint-") as scratch:
+        ref = checkpoint_ref(drive.job.id)
         mirror.git("update-ref", ref, commit, failure=failure)
-        path = Path(scratch) / "checkpoint.bundle"
-        mirror.git("bundle", "create", "--quiet", str(path), ref, f"^{baseline}", failure=failure)
+        try:
+            bundled = (str(path), ref, f"^{baseline}")
+            mirror.git("bundle", "create", "--quiet", *bundled, failure=failure)
+        finally:
+            mirror.git("update-ref", "-d", ref, commit, failure=failure)
         return commit, path.read_bytes()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,14 +32,21 @@ _MATERIALIZED = "".join(f"/{name}/\n" for name in MATERIALIZED_FOLDERS)
 
 
 def _keep(path: Path, wanted: str) -> None:
-    """Make the file at `path` (in the mirror's own info folder) hold exactly `wanted`."""
+    """Make the file at `path` (in the mirror's own info folder) hold exactly `wanted`.
+
+    Replaced whole (never truncated, then written): git calls of other runners may read it.
+    """
     try:
         if path.read_text(encoding="utf-8") == wanted:
             return
     except (OSError, UnicodeDecodeError):
         pass
     path.parent.mkdir(exist_ok=True)
-    path.write_text(wanted, encoding="utf-8")
+    with tempfile.NamedTemporaryFile(
+        "w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}-", delete=False
+    ) as written:
+        written.write(wanted)
+    os.replace(written.name, path)
 
 
 class Mirror:
@@ -77,8 +86,21 @@ class Mirror:
 
     @contextmanager
     def lock(self) -> Iterator[None]:
-        """Hold the mirror's host-wide lock; re-entrant within one process."""
+        """Hold the mirror's host-wide lock; re-entrant within one process.
+
+        For what changes the mirror's shape (worktrees added, moved or removed, `gc`), a
+        job's commit, and a merge into the base branch. Fetching takes `fetch_lock` instead,
+        so a job's fetch never waits on another job's worktree or commit (taken after this
+        one where both are held, never before it).
+        """
         with ReentrantLock.of(self.lock_path).held():
+            yield
+
+    @contextmanager
+    def fetch_lock(self) -> Iterator[None]:
+        """Hold the host-wide lock under which the mirror is cloned and fetched into: two
+        fetches into one repository would both lock the base branch's ref."""
+        with ReentrantLock.of(self.path.with_name(self.path.name + ".fetch.lock")).held():
             yield
 
     def exists(self) -> bool:
@@ -111,7 +133,7 @@ class Mirror:
     def fetch_baseline(self) -> str:
         """Fetch the authoritative base branch (cloning first if needed); return its tip."""
         check_branch_name(self.base_branch)
-        with self.lock():
+        with self.fetch_lock():
             if not self.exists():
                 self._clone()
             self._exclude_materialized()
