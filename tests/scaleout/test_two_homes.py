@@ -7,6 +7,7 @@ uninterrupted run gives, and every push and merge happens once.
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -107,6 +108,10 @@ def test_an_approval_given_on_host_a_is_delivered_by_host_b(cairn: Cairn, tmp_pa
     assert summary.head == summary.commit == runs["summarizing"].content_id
     assert summary.tree == result == cairn.git("rev-parse", f"{summary.commit}^{{tree}}")
     assert (b.home / "workspaces").is_dir(), "host B rebuilt the workspace in its own home"
+    # The ref that held the checkpoint's commit while B rebuilt from it is gone again.
+    mirror = Config(home=b.home).mirror_path(cairn.store.installation_id, job.room_id)
+    refs = subprocess.run(["git", "for-each-ref", "refs/cairn/"], cwd=mirror, capture_output=True)
+    assert refs.returncode == 0 and refs.stdout == b""
 
 
 @pytest.mark.parametrize(

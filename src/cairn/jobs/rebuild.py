@@ -80,19 +80,24 @@ def _rebuild(drive: Drive, checkpoint: Checkpoint) -> None:
         path = Path(scratch) / "checkpoint.bundle"
         path.write_bytes(checkpoint.bundle)
         mirror.git("bundle", "unbundle", str(path), failure=failure)
+    # The ref holds the checkpoint's commit while the workspace is rebuilt from it, and goes
+    # after: a mirror's refs would otherwise grow with every job it ever rebuilt.
     ref = checkpoint_ref(drive.job.id)
     mirror.git("update-ref", ref, checkpoint.commit, failure=failure)
-    if mirror.git("rev-parse", f"{checkpoint.commit}^{{tree}}") != checkpoint.tree:
-        raise _refused(drive, "the job's checkpoint does not hold the tree it names")
-    mirror.git(
-        "update-ref", "-m", "cairn: rebuilt from a checkpoint", worktree.branch_ref,
-        checkpoint.head, failure=failure,
-    )  # fmt: skip
-    worktree.ensure(checkpoint.baseline)
-    if checkpoint.commit != checkpoint.head:
-        # The files the agent left uncommitted: in the worktree, not on the branch.
-        worktree.git("read-tree", "--reset", "-u", checkpoint.tree, failure=failure)
-        worktree.git("reset", "--quiet", "--mixed", "HEAD", failure=failure)
+    try:
+        if mirror.git("rev-parse", f"{checkpoint.commit}^{{tree}}") != checkpoint.tree:
+            raise _refused(drive, "the job's checkpoint does not hold the tree it names")
+        mirror.git(
+            "update-ref", "-m", "cairn: rebuilt from a checkpoint", worktree.branch_ref,
+            checkpoint.head, failure=failure,
+        )  # fmt: skip
+        worktree.ensure(checkpoint.baseline)
+        if checkpoint.commit != checkpoint.head:
+            # The files the agent left uncommitted: in the worktree, not on the branch.
+            worktree.git("read-tree", "--reset", "-u", checkpoint.tree, failure=failure)
+            worktree.git("reset", "--quiet", "--mixed", "HEAD", failure=failure)
+    finally:
+        mirror.git("update-ref", "-d", ref, checkpoint.commit, failure=failure)
     rebuilt = worktree.content_id()
     if rebuilt != checkpoint.tree:
         raise _refused(
