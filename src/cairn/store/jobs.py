@@ -123,8 +123,11 @@ def transition(
     if moves:
         values |= {"diagnosis": None, "next_actions": ()}
     values |= fields
-    where = [jobs.c.id == job.id, jobs.c.stage == job.stage.value]
-    where.append(jobs.c.status == job.status.value)
+    where = [
+        jobs.c.id == job.id,
+        jobs.c.stage == job.stage.value,
+        jobs.c.status == job.status.value,
+    ]
     if fencing_token is not None:
         where += [jobs.c.fencing_token == fencing_token, jobs.c.status == Status.running.value]
     moved = conn.execute(sa.update(jobs).where(*where).values(**values).returning(jobs)).first()
