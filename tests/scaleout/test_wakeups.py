@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from datetime import timedelta
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -228,6 +229,41 @@ def test_a_listener_whose_connection_dies_listens_again(
         assert waiter.done.wait(PATIENCE) and waiter.woken, "no wake-up after reconnecting"
     finally:
         wakeups.close()
+
+
+@pytest.mark.postgres
+def test_a_listener_closed_while_it_reconnects_leaves_no_connection_open(
+    postgres_store: Store,
+    postgres_url: str,
+    postgres_admin: sa.Engine,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import psycopg
+
+    wakeups = _listening(postgres_store)
+    connecting, release, reconnected = threading.Event(), threading.Event(), threading.Event()
+    connect = psycopg.connect
+
+    def slow_connect(*args: Any, **kwargs: Any) -> Any:
+        connecting.set()
+        release.wait(PATIENCE)  # a reconnect that outlasts the runner's shutdown
+        conn = connect(*args, **kwargs)
+        reconnected.set()
+        return conn
+
+    monkeypatch.setattr(psycopg, "connect", slow_connect)
+    [first] = _listener_pids(postgres_admin, postgres_url)
+    with postgres_admin.connect() as conn:
+        conn.execute(sa.text("SELECT pg_terminate_backend(:pid)"), {"pid": first})
+    assert connecting.wait(PATIENCE), "the listener never tried to connect again"
+    wakeups.close()
+    release.set()
+    assert reconnected.wait(PATIENCE)
+    for _ in range(int(PATIENCE / 0.1)):
+        if not _listener_pids(postgres_admin, postgres_url):
+            break
+        threading.Event().wait(0.1)
+    assert not _listener_pids(postgres_admin, postgres_url), "a closed listener kept listening"
 
 
 def test_on_sqlite_only_a_commit_that_leaves_a_job_claimable_wakes(sqlite_url: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 import time
 from pathlib import Path
 
@@ -304,3 +305,34 @@ def test_an_entry_whose_commondir_is_another_repository_is_not_valid(
     entry = _git_path(worktree, "commondir").parent
     (entry / "commondir").write_text(f"{project / '.git'}\n")
     assert not worktree.is_valid()
+
+
+def test_fetches_never_see_a_worktree_being_added(
+    home: Path, mirror: Mirror, project: Path, baseline: str
+) -> None:
+    # `worktree add` writes a HEAD of zeros first; a fetch reading every worktree's HEAD in that
+    # moment fails with "bad object". Jobs of one host fetch while others make workspaces.
+    adding_done = threading.Event()
+    failures: list[str] = []
+
+    def fetch_while_adding() -> None:
+        number = 0
+        while not adding_done.is_set():
+            number += 1
+            commit_file(project, "FETCHED.md", f"{number}\n", f"Fetch {number}")
+            try:
+                mirror.fetch_baseline()
+            except WorkspaceError as exc:
+                failures.append(f"{exc}: {getattr(exc, 'detail', '')}")
+
+    fetcher = threading.Thread(target=fetch_while_adding)
+    fetcher.start()
+    try:
+        for number in range(40):
+            tree = Worktree(mirror, home / "workspaces" / f"job-{number}", f"cairn/job-{number}")
+            tree.ensure(baseline)
+            tree.remove()
+    finally:
+        adding_done.set()
+        fetcher.join()
+    assert failures == []

@@ -119,6 +119,7 @@ class PostgresListener:
         self.conninfo = url.replace("postgresql+psycopg:", "postgresql:", 1)
         self._conn: Any = None
         self._lock = threading.Lock()
+        self._closed = False
         self._connect()  # before the runner's first claim, so nothing committed after is missed
 
     def _connect(self) -> None:
@@ -127,7 +128,11 @@ class PostgresListener:
         conn = psycopg.connect(self.conninfo, autocommit=True, connect_timeout=5)
         conn.execute(f"LISTEN {CHANNEL}")
         with self._lock:
-            self._conn = conn
+            kept = not self._closed
+            if kept:
+                self._conn = conn
+        if not kept:  # closed while connecting (a reconnect outlasting `close`)
+            conn.close()
 
     def watch(self, wake: Any, closed: threading.Event) -> None:
         """Wake on every notification; reconnect (and wake, to poll once) if the link drops."""
@@ -149,16 +154,20 @@ class PostgresListener:
                     return
                 if conn is not None:
                     _log.warning("lost the store's notifications; polling until they are back")
-                self.close()
+                self._disconnect()
                 if closed.wait(RECONNECT_SECONDS):
                     return
 
-    def close(self) -> None:
+    def _disconnect(self, *, for_good: bool = False) -> None:
         with self._lock:
             conn, self._conn = self._conn, None
+            self._closed = self._closed or for_good
         if conn is not None:
             with contextlib.suppress(Exception):
                 conn.close()
+
+    def close(self) -> None:
+        self._disconnect(for_good=True)
 
 
 class SqliteWatcher:

@@ -88,10 +88,10 @@ class Mirror:
     def lock(self) -> Iterator[None]:
         """Hold the mirror's host-wide lock; re-entrant within one process.
 
-        For what changes the mirror's shape (worktrees added, moved or removed, `gc`), a
-        job's commit, and a merge into the base branch. Fetching takes `fetch_lock` instead,
-        so a job's fetch never waits on another job's worktree or commit (taken after this
-        one where both are held, never before it).
+        For a job's commit, a merge into the base branch, and (through `reshaping`) what
+        changes the mirror's worktrees. Fetching takes `fetch_lock` instead, so a job's fetch
+        never waits on another job's commit (taken after this one where both are held, never
+        before it).
         """
         with ReentrantLock.of(self.lock_path).held():
             yield
@@ -101,6 +101,17 @@ class Mirror:
         """Hold the host-wide lock under which the mirror is cloned and fetched into: two
         fetches into one repository would both lock the base branch's ref."""
         with ReentrantLock.of(self.path.with_name(self.path.name + ".fetch.lock")).held():
+            yield
+
+    @contextmanager
+    def reshaping(self) -> Iterator[None]:
+        """Hold both locks while worktrees are added or removed, or the mirror is repacked.
+
+        A fetch reads every worktree's HEAD (it leaves out what any ref or HEAD already has),
+        and `worktree add` first writes a HEAD of zeros that git reads as a bad object: a
+        fetch in that moment fails.
+        """
+        with self.lock(), self.fetch_lock():
             yield
 
     def exists(self) -> bool:

@@ -70,13 +70,15 @@ class Worktree:
                     "the job's workspace folder exists but is not this job's worktree; "
                     "cairn will not overwrite it"
                 )
-            try:
-                return self._add(baseline)
-            except GitError:
-                # An entry of a worktree deleted without git (its branch still "checked out"
-                # there, or its path still registered) stops `worktree add`: clear those, once.
-                self.mirror.git("worktree", "prune")
-                return self._add(baseline)
+            with self.mirror.reshaping():
+                try:
+                    return self._add(baseline)
+                except GitError:
+                    # An entry of a worktree deleted without git (its branch still "checked
+                    # out" there, or its path still registered) stops `worktree add`: clear
+                    # those, once.
+                    self.mirror.git("worktree", "prune")
+                    return self._add(baseline)
 
     def is_valid(self) -> bool:
         """True when the folder is a worktree of this mirror with the job's branch checked out."""
@@ -306,7 +308,7 @@ class Worktree:
         staging = self.path.with_name(self.path.name + ".partial")
         if not (os.path.lexists(self.path) or os.path.lexists(staging)):
             return False
-        with self.mirror.lock():
+        with self.mirror.reshaping():
             remove_tree(staging)
             try:
                 if self.path.exists():
