@@ -98,10 +98,14 @@ def _killed_runner_is_lost_and_its_job_claimable(
     assert "(claimable)" in cli("runners").stdout
 
     rescuer = background("work", "--until-idle")
-    _until(
-        lambda: [r for r in _runners(cli) if r["state"] == "alive" and job in r["jobs"]],
-        "another runner to claim the lost runner's job",
-    )
+
+    def rescued() -> list[dict[str, Any]]:
+        held = [r for r in _runners(cli) if r["state"] == "alive" and job in r["jobs"]]
+        if not held and rescuer.poll() is not None:  # it ended the job before it was seen
+            pytest.fail(f"the second runner exited ({rescuer.returncode}); {cli.show(job)}")
+        return held
+
+    _until(rescued, "another runner to claim the lost runner's job")
     os.killpg(rescuer.pid, signal.SIGTERM)
     assert rescuer.wait(timeout=CALL_TIMEOUT) == 143
     shown = cli.show(job)
