@@ -97,3 +97,30 @@ def test_a_git_killed_with_its_runner_leaves_no_lock_that_blocks_the_job(cairn: 
     assert cairn.job(job.id).status is Status.completed, cairn.detail(job.id)["diagnosis"]
     assert [lock for lock in locks if lock.exists()] == []
     assert cairn.git("show", "main:out.txt") == "one\ntwo"
+
+
+def test_a_workspace_add_killed_with_its_runner_is_made_again(cairn: Cairn) -> None:
+    """A runner SIGKILLed inside `git worktree add -b` leaves the new branch's lock and a
+    worktree entry locked "initializing" that names a folder without its `.git`: git then
+    refuses every later add at that path. The next runner clears both and makes the workspace."""
+    job = cairn.submit(SCRIPT)
+    assert _work(cairn, "crash:after_start:preparing_workspace") == 137
+    [mirror] = cairn.config.mirrors_dir.glob("*/*.git")
+    workspace = cairn.workspace(job.id)
+    staging = workspace.with_name(workspace.name + ".partial")
+    entry = mirror / "worktrees" / staging.name
+    branch_lock = mirror / "refs" / "heads" / f"{cairn.branch(job.id)}.lock"
+    for folder in (entry, staging, branch_lock.parent):
+        folder.mkdir(parents=True, exist_ok=True)
+    (entry / "locked").write_text("initializing\n")
+    (entry / "gitdir").write_text(f"{staging}/.git\n")
+    branch_lock.write_text("left by a killed git\n")
+    an_hour_ago = time.time() - 3600
+    os.utime(branch_lock, (an_hour_ago, an_hour_ago))
+    assert _work(cairn) == 0
+    assert cairn.job(job.id).status is Status.waiting, cairn.detail(job.id)["diagnosis"]
+    cairn.approve(job.id)
+    assert _work(cairn) == 0
+    assert cairn.job(job.id).status is Status.completed, cairn.detail(job.id)["diagnosis"]
+    assert not branch_lock.exists() and not staging.exists()
+    assert cairn.git("show", "main:out.txt") == "one\ntwo"

@@ -96,6 +96,61 @@ def test_ensure_recovers_from_an_interrupted_checkout(
     assert (tree.path / "README.md").read_text().startswith("# greeter")
 
 
+# What `git worktree add` has written when it is SIGKILLed, in the order it writes: its
+# entry locked, the folder, the entry's back-link, the folder's `.git`, a placeholder HEAD
+# and commondir, then the checkout (the lock goes last).
+_ADD_WRITES = ("locked", "folder", "gitdir", ".git", "HEAD", "checkout")
+
+
+@pytest.mark.parametrize("killed_after", _ADD_WRITES)
+@pytest.mark.parametrize("branch_made", [False, True])
+def test_ensure_recovers_from_a_worktree_add_killed_midway(
+    home: Path, mirror: Mirror, baseline: str, killed_after: str, branch_made: bool
+) -> None:
+    tree = Worktree(mirror, home / "workspaces" / "job-3", "cairn/job-3")
+    staging = tree.path.with_name("job-3.partial")
+    if branch_made:  # `add -b` makes the branch before the worktree
+        plain_git(mirror.path, "branch", "cairn/job-3", baseline)
+    if killed_after == "checkout":
+        plain_git(mirror.path, "worktree", "add", "--quiet", "--lock", str(staging), baseline)
+        (mirror.path / "worktrees" / staging.name / "locked").write_text("initializing\n")
+    else:
+        entry = mirror.path / "worktrees" / staging.name
+        entry.mkdir(parents=True)
+        writes = _ADD_WRITES[: _ADD_WRITES.index(killed_after) + 1]
+        (entry / "locked").write_text("initializing\n")
+        if "folder" in writes:
+            staging.mkdir(parents=True)
+        if "gitdir" in writes:
+            (entry / "gitdir").write_text(f"{staging}/.git\n")
+        if ".git" in writes:
+            (staging / ".git").write_text(f"gitdir: {entry}\n")
+        if "HEAD" in writes:
+            (entry / "HEAD").write_text("0" * 40 + "\n")
+            (entry / "commondir").write_text("../..\n")
+
+    tree.ensure(baseline)
+
+    assert tree.is_valid()
+    assert tree.head() == baseline
+    assert (tree.path / "README.md").read_text().startswith("# greeter")
+    assert not staging.exists()
+    entries = [entry.name for entry in (mirror.path / "worktrees").iterdir()]
+    assert entries == [staging.name], "the killed add's entry is gone; the new one took its name"
+
+
+def test_a_worktree_locked_for_another_reason_stays_locked(
+    home: Path, mirror: Mirror, baseline: str
+) -> None:
+    other = home / "workspaces" / "elsewhere"
+    plain_git(mirror.path, "worktree", "add", "--quiet", "--lock", str(other), baseline)
+    Worktree(mirror, home / "workspaces" / "job-4", "cairn/job-4").ensure(baseline)
+    shutil.rmtree(other)
+    assert mirror.unlock_interrupted_adds() is False
+    plain_git(mirror.path, "worktree", "prune")
+    assert (mirror.path / "worktrees" / "elsewhere" / "locked").exists()
+
+
 def test_ensure_heals_a_crash_inside_the_final_move(
     worktree: Worktree, mirror: Mirror, baseline: str
 ) -> None:
@@ -272,19 +327,37 @@ def _plant(lock: Path, age: float) -> None:
     os.utime(lock, (then, then))
 
 
-def test_locks_older_than_the_limit_are_cleared_and_younger_ones_kept(
+def test_locks_older_than_the_limit_are_cleared_and_younger_ones_awaited(
     worktree: Worktree, baseline: str
 ) -> None:
     old = [_git_path(worktree, "index.lock"), _git_path(worktree, "refs/heads/cairn/job-1.lock")]
-    young = _git_path(worktree, "HEAD.lock")
+    ageing = _git_path(worktree, "ORIG_HEAD.lock")
+    finishing = _git_path(worktree, "HEAD.lock")
     for lock in old:
         _plant(lock, age=3600)
-    _plant(young, age=1)  # a git of a runner that is still stopping may hold it
-    assert sorted(worktree.clear_stale_locks(older_than=30)) == ["index.lock", "job-1.lock"]
-    assert [lock.exists() for lock in old] == [False, False] and young.exists()
-    young.unlink()
+    _plant(ageing, age=29.5)  # a lock of a git killed a moment before its lease ran out
+    _plant(finishing, age=1)  # a git of a runner that is still stopping holds it...
+    threading.Timer(0.3, finishing.unlink).start()  # ...and lets go
+    started = time.monotonic()
+    cleared = worktree.clear_stale_locks(older_than=30)
+    assert sorted(cleared) == ["ORIG_HEAD.lock", "index.lock", "job-1.lock"]
+    assert time.monotonic() - started >= 0.3, "the younger locks were waited for"
+    assert not any(lock.exists() for lock in [*old, ageing, finishing])
     (worktree.path / "NEW.md").write_text("work\n")
     assert worktree.commit(baseline, "Add NEW.md") != baseline, "git works there again"
+
+
+def test_a_killed_branch_creation_does_not_stop_the_workspace_being_made(
+    home: Path, mirror: Mirror, baseline: str
+) -> None:
+    # `worktree add -b` first makes the branch; a runner SIGKILLed there leaves its lock.
+    tree = Worktree(mirror, home / "workspaces" / "job-6", "cairn/job-6")
+    lock = mirror.path / "refs" / "heads" / "cairn" / "job-6.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    _plant(lock, age=3600)
+    assert tree.clear_stale_locks(older_than=30) == ["job-6.lock"]
+    assert tree.ensure(baseline) is True
+    assert tree.head() == baseline
 
 
 def test_a_worktree_pointing_at_another_jobs_entry_clears_none_of_its_locks(

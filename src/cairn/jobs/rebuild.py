@@ -42,11 +42,11 @@ def ensure_workspace_here(drive: Drive) -> Checkpoint | None:
     with drive.store.read() as conn:
         held_by = workspace_hosts.holder(conn, drive.job.id)
         latest = checkpoint_ledger.latest(conn, drive.job.id, bundle=False)
+    # Without the locks of a git that a crash on this host killed (in the job's workspace, or
+    # on its branch before the workspace was made): they would stop every git call there.
+    drive.worktree.clear_stale_locks(older_than=drive.config.lease_seconds)
     if held_by == here and os.path.lexists(drive.worktree.path):
-        # This host's own workspace, whatever state a crash left it in (rule 9 decides), but
-        # without the locks of a git the crash killed: they would stop every git call there.
-        drive.worktree.clear_stale_locks(older_than=drive.config.lease_seconds)
-        return None
+        return None  # this host's own workspace, whatever state a crash left it in (rule 9)
     if held_by is None and latest is None:
         with drive.fenced() as conn:  # a job new to every host: this one makes its workspace
             workspace_hosts.hold(conn, drive.job.id, here)

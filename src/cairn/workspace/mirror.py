@@ -114,6 +114,25 @@ class Mirror:
         with self.lock(), self.fetch_lock():
             yield
 
+    def unlock_interrupted_adds(self) -> bool:
+        """Unlock the worktree entries that a `git worktree add` killed midway left locked;
+        whether there were any. Only while `reshaping`, when no add is running here.
+
+        git locks a new entry ("initializing") before it writes the worktree's `.git` and
+        unlocks it once the checkout is done. A runner SIGKILLed in between leaves the lock:
+        `worktree prune` keeps locked entries, `worktree remove` refuses an entry without its
+        `.git`, and every later add at that path fails as "missing but locked".
+        """
+        unlocked = False
+        for lock in (self.path / "worktrees").glob("*/locked"):
+            try:
+                if lock.read_text(encoding="utf-8").strip() == "initializing":
+                    lock.unlink()
+                    unlocked = True
+            except (OSError, UnicodeDecodeError):
+                continue
+        return unlocked
+
     def exists(self) -> bool:
         return (self.path / "HEAD").is_file() and (self.path / "objects").is_dir()
 

@@ -108,34 +108,35 @@ class Worktree:
         return admin
 
     def clear_stale_locks(self, older_than: float) -> list[str]:
-        """Remove the lock files on this worktree's index, HEAD and branch that are older than
-        `older_than` seconds; the names of those removed.
+        """Clear the lock files that a killed git left on this job's branch and, when the
+        worktree is this job's own, its index and HEAD; the names of those removed.
 
-        For the runner that holds the job's lease, before it uses the worktree. cairn's git
-        commands hold these locks for moments; one older than a whole lease was left by a
-        runner that died in the middle of one (SIGKILL skips git's own clean-up), and every
-        later git command here would refuse to run while it is there. A younger one may
-        belong to a runner that is still stopping (its job handed back, its git finishing)
-        and is left alone. Done under the mirror's lock, which cairn's commits and the
-        mirror's `git gc` hold too, and only for a worktree that is this job's own.
+        For the runner that holds the job's lease, before it uses the branch or worktree.
+        cairn's git commands hold these locks for moments, and every later git command there
+        refuses to run while one is left (SIGKILL skips git's own clean-up). A lock younger
+        than `older_than` seconds (a lease) may belong to the git of a runner that is still
+        stopping: this waits until it is gone, or that old, and clears it then. Done under the
+        mirror's lock, which cairn's commits and the mirror's `git gc` hold too.
         """
+        candidates = [self.mirror.path / f"{self.branch_ref}.lock"]
         admin = self._valid_admin()
-        if admin is None or not self._entry_names_this_folder(admin):
-            return []
-        candidates = [
-            admin / "index.lock",
-            admin / "HEAD.lock",
-            admin / "ORIG_HEAD.lock",
-            self.mirror.path / f"{self.branch_ref}.lock",
-        ]
+        if admin is not None and self._entry_names_this_folder(admin):
+            candidates += [admin / "index.lock", admin / "HEAD.lock", admin / "ORIG_HEAD.lock"]
         removed = []
-        with self.mirror.lock():
-            for lock in candidates:
-                with contextlib.suppress(FileNotFoundError):
-                    if time.time() - lock.stat().st_mtime >= older_than:
-                        lock.unlink()
-                        removed.append(lock.name)
-        return removed
+        while True:
+            wait = 0.0
+            with self.mirror.lock():
+                for lock in candidates:
+                    with contextlib.suppress(FileNotFoundError):
+                        age = time.time() - lock.stat().st_mtime
+                        if age >= older_than:
+                            lock.unlink()
+                            removed.append(lock.name)
+                        else:
+                            wait = max(wait, older_than - age)
+            if not wait:
+                return removed
+            time.sleep(min(wait, 0.2))
 
     def _entry_names_this_folder(self, admin: Path) -> bool:
         """Whether the mirror's entry points back at this folder (not another job's entry)."""
@@ -202,9 +203,9 @@ class Worktree:
         # Build the checkout beside the final path and move it in, so an interrupted checkout
         # never passes for a finished workspace on resume.
         staging = self.path.with_name(self.path.name + ".partial")
-        if staging.exists():
-            try_git("worktree", "remove", "--force", "--force", str(staging), cwd=self.mirror.path)
+        if self.mirror.unlock_interrupted_adds() or staging.exists():
             shutil.rmtree(staging, ignore_errors=True)  # cairn's own half-made folder
+            self.mirror.git("worktree", "prune")  # and the entries naming it
         known = try_git("rev-parse", "--verify", "-q", self.branch_ref, cwd=self.mirror.path)
         if known.returncode == 0:
             # The branch outlived its folder: check the job's own commits out again, but only
