@@ -9,8 +9,10 @@ import time
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from cairn.stages import Status
+from cairn.store.schema import checkpoints
 from cairn.testing.harness import Cairn
 
 CAIRN = Path(sys.executable).parent / "cairn"
@@ -102,25 +104,44 @@ def test_a_git_killed_with_its_runner_leaves_no_lock_that_blocks_the_job(cairn: 
 def test_a_workspace_add_killed_with_its_runner_is_made_again(cairn: Cairn) -> None:
     """A runner SIGKILLed inside `git worktree add -b` leaves the new branch's lock and a
     worktree entry locked "initializing" that names a folder without its `.git`: git then
-    refuses every later add at that path. The next runner clears both and makes the workspace."""
+    refuses every later add at that path. Its checkpoint's ref deletion, killed, leaves locks
+    on the checkpoint ref and the mirror's packed-refs. The next runner clears them all, makes
+    the workspace and checkpoints the agent's result."""
     job = cairn.submit(SCRIPT)
     assert _work(cairn, "crash:after_start:preparing_workspace") == 137
     [mirror] = cairn.config.mirrors_dir.glob("*/*.git")
     workspace = cairn.workspace(job.id)
     staging = workspace.with_name(workspace.name + ".partial")
     entry = mirror / "worktrees" / staging.name
-    branch_lock = mirror / "refs" / "heads" / f"{cairn.branch(job.id)}.lock"
-    for folder in (entry, staging, branch_lock.parent):
+    locks = [
+        mirror / "refs" / "heads" / f"{cairn.branch(job.id)}.lock",
+        mirror / "refs" / "cairn" / "checkpoints" / f"job-{job.id}.lock",
+        mirror / "packed-refs.lock",
+    ]
+    for folder in (entry, staging, *(lock.parent for lock in locks)):
         folder.mkdir(parents=True, exist_ok=True)
     (entry / "locked").write_text("initializing\n")
     (entry / "gitdir").write_text(f"{staging}/.git\n")
-    branch_lock.write_text("left by a killed git\n")
     an_hour_ago = time.time() - 3600
-    os.utime(branch_lock, (an_hour_ago, an_hour_ago))
+    for lock in locks:
+        lock.write_text("left by a killed git\n")
+        os.utime(lock, (an_hour_ago, an_hour_ago))
     assert _work(cairn) == 0
     assert cairn.job(job.id).status is Status.waiting, cairn.detail(job.id)["diagnosis"]
+    with cairn.store.begin() as conn:
+        checkpointed = conn.execute(
+            sa.select(checkpoints.c.stage, checkpoints.c.head, checkpoints.c.commit).where(
+                checkpoints.c.job_id == job.id
+            )
+        ).all()
+    # The agent's result, not yet committed, is bundled from a commit under the checkpoint ref;
+    # the summary's commit from the job's branch.
+    assert [(stage, head != commit) for stage, head, commit in checkpointed] == [
+        ("running_agent", True),
+        ("summarizing", False),
+    ]
     cairn.approve(job.id)
     assert _work(cairn) == 0
     assert cairn.job(job.id).status is Status.completed, cairn.detail(job.id)["diagnosis"]
-    assert not branch_lock.exists() and not staging.exists()
+    assert not any(lock.exists() for lock in locks) and not staging.exists()
     assert cairn.git("show", "main:out.txt") == "one\ntwo"

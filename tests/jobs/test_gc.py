@@ -43,3 +43,16 @@ def test_gc_removes_an_ended_jobs_workspace_then_its_merged_branch(cairn: Cairn)
     effects = [(e["kind"], e["status"]) for e in cairn.detail(done.id)["effects"]]
     assert effects[-1] == ("delete_branch", "done")
     assert collect(cairn.store, cairn.config, branches=True).branches == []
+
+
+def test_gc_repacks_a_mirror_whose_packed_refs_a_killed_git_left_locked(cairn: Cairn) -> None:
+    job = cairn.submit(WRITE_B)
+    cairn.work()
+    cairn.approve(job.id)
+    cairn.work()
+    [mirror] = cairn.config.mirrors_dir.glob("*/*.git")
+    (mirror / "packed-refs.lock").write_text("left by a killed git\n")
+    assert collect(cairn.store, cairn.config).mirrors == ["sample"]
+    assert not (mirror / "packed-refs.lock").exists()
+    packed = (mirror / "packed-refs").read_text()
+    assert f"refs/heads/{cairn.branch(job.id)}\n" in packed, "gc packed the job's branch"

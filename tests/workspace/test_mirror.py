@@ -72,6 +72,24 @@ def test_a_foreign_folder_at_the_mirror_path_is_never_overwritten(mirror: Mirror
     assert (mirror.path / "keep.txt").read_text() == "mine"
 
 
+def test_a_git_killed_while_writing_the_mirrors_shared_files_stops_no_later_fetch_or_deletion(
+    mirror: Mirror, project: Path
+) -> None:
+    # A runner SIGKILLed while its git held these locks leaves them: every later fetch (the
+    # base branch's ref) or ref deletion (packed-refs) on this host would fail on them.
+    mirror.fetch_baseline()
+    base_lock = mirror.path / f"{mirror.base_ref}.lock"
+    packed_lock = mirror.path / "packed-refs.lock"
+    for lock in (base_lock, packed_lock):
+        lock.write_text("left by a killed git\n")
+    newer = commit_file(project, "NOTES.md", "notes\n", "Add notes")
+    assert mirror.fetch_baseline() == newer
+    plain_git(mirror.path, "update-ref", "refs/cairn/checkpoints/job-1", newer)
+    mirror.delete_ref("refs/cairn/checkpoints/job-1", newer, failure="could not delete")
+    assert plain_git(mirror.path, "for-each-ref", "refs/cairn/") == ""
+    assert not base_lock.exists() and not packed_lock.exists()
+
+
 def _try_lock_elsewhere(lock_file: Path) -> int:
     probe = (
         "import fcntl, os, sys\n"

@@ -140,8 +140,9 @@ def _bundle(drive: Drive, baseline: str, head: str, holds: bool, tree: str) -> t
     `holds`: the commit `head` (the tip of the job's branch) already has `tree` as its tree.
     A bundle takes its commits from a ref: the job's branch when it holds the checkpoint, else
     a ref made for the bundle and deleted after it (so a mirror's refs do not grow with every
-    job it ever checkpointed: fetches and worktree commands look at all of them). No mirror
-    lock: both refs are the job's own, moved only by the runner holding its lease.
+    job it ever checkpointed: fetches and worktree commands look at all of them). The mirror's
+    lock only for that deletion (see `Mirror.delete_ref`): both refs are the job's own, moved
+    only by the runner holding its lease.
     """
     worktree, mirror = drive.worktree, drive.mirror
     failure = "git could not write a checkpoint of the job's workspace"
@@ -162,5 +163,5 @@ def _bundle(drive: Drive, baseline: str, head: str, holds: bool, tree: str) -> t
             bundled = (str(path), ref, f"^{baseline}")
             mirror.git("bundle", "create", "--quiet", *bundled, failure=failure)
         finally:
-            mirror.git("update-ref", "-d", ref, commit, failure=failure)
+            mirror.delete_ref(ref, commit, failure=failure)
         return commit, path.read_bytes()

@@ -75,6 +75,7 @@ def collect(store: Store, config: Config, *, branches: bool = False) -> Collecte
 def prune_mirror(mirror: Mirror) -> None:
     """Forget removed worktrees and repack cairn's own mirror."""
     with mirror.reshaping():
+        mirror.clear_dead_lock("packed-refs")  # gc packs the refs
         mirror.git("worktree", "prune")
         mirror.git("gc", "--quiet", failure="git could not tidy the room's mirror")
 

@@ -43,8 +43,9 @@ def ensure_workspace_here(drive: Drive) -> Checkpoint | None:
         held_by = workspace_hosts.holder(conn, drive.job.id)
         latest = checkpoint_ledger.latest(conn, drive.job.id, bundle=False)
     # Without the locks of a git that a crash on this host killed (in the job's workspace, or
-    # on its branch before the workspace was made): they would stop every git call there.
-    drive.worktree.clear_stale_locks(older_than=drive.config.lease_seconds)
+    # on its refs before the workspace was made): they would stop every git call there.
+    own_refs = (checkpoint_ref(drive.job.id),)
+    drive.worktree.clear_stale_locks(older_than=drive.config.lease_seconds, refs=own_refs)
     if held_by == here and os.path.lexists(drive.worktree.path):
         return None  # this host's own workspace, whatever state a crash left it in (rule 9)
     if held_by is None and latest is None:
@@ -97,7 +98,7 @@ def _rebuild(drive: Drive, checkpoint: Checkpoint) -> None:
             worktree.git("read-tree", "--reset", "-u", checkpoint.tree, failure=failure)
             worktree.git("reset", "--quiet", "--mixed", "HEAD", failure=failure)
     finally:
-        mirror.git("update-ref", "-d", ref, checkpoint.commit, failure=failure)
+        mirror.delete_ref(ref, checkpoint.commit, failure=failure)
     rebuilt = worktree.content_id()
     if rebuilt != checkpoint.tree:
         raise _refused(

@@ -114,6 +114,22 @@ class Mirror:
         with self.lock(), self.fetch_lock():
             yield
 
+    def delete_ref(self, ref: str, old: str, *, failure: str) -> None:
+        """Delete one of cairn's refs from the mirror if it still points at `old`."""
+        with self.lock():
+            self.clear_dead_lock("packed-refs")
+            self.git("update-ref", "-d", ref, old, failure=failure)
+
+    def clear_dead_lock(self, name: str) -> None:
+        """Remove git's lock on the mirror's file `name`, left by a git that was killed.
+
+        Only for files whose every writer runs under the lock held now: `packed-refs`
+        (locked by each ref deletion and by `git gc`, all under `lock`) and the base branch's
+        ref (written by fetches, under `fetch_lock`). No live git can hold such a lock then,
+        and a left one would stop every later deletion, or fetch, on this host.
+        """
+        (self.path / f"{name}.lock").unlink(missing_ok=True)
+
     def unlock_interrupted_adds(self) -> bool:
         """Unlock the worktree entries that a `git worktree add` killed midway left locked;
         whether there were any. Only while `reshaping`, when no add is running here.
@@ -167,6 +183,7 @@ class Mirror:
             if not self.exists():
                 self._clone()
             self._exclude_materialized()
+            self.clear_dead_lock(self.base_ref)
             self._fetch_base()
             return self.git("rev-parse", "--verify", f"{self.base_ref}^{{commit}}")
 
@@ -218,7 +235,8 @@ class Mirror:
         try:
             self.remote_git(
                 *transport_settings(self.repo),
-                "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--", address, refspec,
+                "fetch", "--quiet", "--no-tags", "--no-prune", "--no-write-fetch-head",
+                "--", address, refspec,
                 cwd=self.path, timeout=self.git_timeout,
             )  # fmt: skip
         except GitTimeout:

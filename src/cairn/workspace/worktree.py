@@ -8,6 +8,7 @@ import shutil
 import stat
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -107,9 +108,10 @@ class Worktree:
             return None
         return admin
 
-    def clear_stale_locks(self, older_than: float) -> list[str]:
-        """Clear the lock files that a killed git left on this job's branch and, when the
-        worktree is this job's own, its index and HEAD; the names of those removed.
+    def clear_stale_locks(self, older_than: float, refs: Sequence[str] = ()) -> list[str]:
+        """Clear the lock files that a killed git left on this job's branch (and `refs`, more
+        of the job's own refs in the mirror) and, when the worktree is this job's own, on its
+        index and HEAD; the names of those removed.
 
         For the runner that holds the job's lease, before it uses the branch or worktree.
         cairn's git commands hold these locks for moments, and every later git command there
@@ -118,7 +120,7 @@ class Worktree:
         stopping: this waits until it is gone, or that old, and clears it then. Done under the
         mirror's lock, which cairn's commits and the mirror's `git gc` hold too.
         """
-        candidates = [self.mirror.path / f"{self.branch_ref}.lock"]
+        candidates = [self.mirror.path / f"{ref}.lock" for ref in (self.branch_ref, *refs)]
         admin = self._valid_admin()
         if admin is not None and self._entry_names_this_folder(admin):
             candidates += [admin / "index.lock", admin / "HEAD.lock", admin / "ORIG_HEAD.lock"]
