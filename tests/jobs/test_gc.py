@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import time
+
 from cairn.jobs.gc import collect
 from cairn.stages import Status
 from cairn.store import checkpoints as checkpoint_ledger
@@ -45,14 +48,18 @@ def test_gc_removes_an_ended_jobs_workspace_then_its_merged_branch(cairn: Cairn)
     assert collect(cairn.store, cairn.config, branches=True).branches == []
 
 
-def test_gc_repacks_a_mirror_whose_packed_refs_a_killed_git_left_locked(cairn: Cairn) -> None:
+def test_gc_repacks_a_mirror_whose_files_a_killed_gc_left_locked(cairn: Cairn) -> None:
     job = cairn.submit(WRITE_B)
     cairn.work()
     cairn.approve(job.id)
     cairn.work()
     [mirror] = cairn.config.mirrors_dir.glob("*/*.git")
-    (mirror / "packed-refs.lock").write_text("left by a killed git\n")
+    left = [mirror / "packed-refs.lock", mirror / "objects" / "info" / "commit-graph.lock"]
+    a_minute_ago = time.time() - 60
+    for lock in left:
+        lock.write_text("left by a killed git\n")
+        os.utime(lock, (a_minute_ago, a_minute_ago))
     assert collect(cairn.store, cairn.config).mirrors == ["sample"]
-    assert not (mirror / "packed-refs.lock").exists()
+    assert not any(lock.exists() for lock in left)
     packed = (mirror / "packed-refs").read_text()
     assert f"refs/heads/{cairn.branch(job.id)}\n" in packed, "gc packed the job's branch"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -80,8 +81,10 @@ def test_a_git_killed_while_writing_the_mirrors_shared_files_stops_no_later_fetc
     mirror.fetch_baseline()
     base_lock = mirror.path / f"{mirror.base_ref}.lock"
     packed_lock = mirror.path / "packed-refs.lock"
+    a_minute_ago = time.time() - 60  # no live git holds one so long
     for lock in (base_lock, packed_lock):
         lock.write_text("left by a killed git\n")
+        os.utime(lock, (a_minute_ago, a_minute_ago))
     newer = commit_file(project, "NOTES.md", "notes\n", "Add notes")
     assert mirror.fetch_baseline() == newer
     plain_git(mirror.path, "update-ref", "refs/cairn/checkpoints/job-1", newer)

@@ -72,12 +72,25 @@ def collect(store: Store, config: Config, *, branches: bool = False) -> Collecte
     return done
 
 
+GC_LOCKED_FILES = (
+    "packed-refs",
+    "objects/info/commit-graph",
+    "objects/info/commit-graphs/commit-graph-chain",
+    "objects/pack/multi-pack-index",
+)
+"""Files of a mirror that `git gc` rewrites under a lock of its own."""
+
+
 def prune_mirror(mirror: Mirror) -> None:
     """Forget removed worktrees and repack cairn's own mirror."""
     with mirror.reshaping():
-        mirror.clear_dead_lock("packed-refs")  # gc packs the refs
+        mirror.unlock_interrupted_adds()  # the entries of an add killed midway go too
         mirror.git("worktree", "prune")
-        mirror.git("gc", "--quiet", failure="git could not tidy the room's mirror")
+        for written_by_gc in GC_LOCKED_FILES:
+            mirror.clear_dead_lock(written_by_gc)
+        # --force: a gc.pid left by a killed gc, its pid since reused, would stop gc for
+        # hours; every gc of cairn's runs under the lock held here.
+        mirror.git("gc", "--quiet", "--force", failure="git could not tidy the room's mirror")
 
 
 def _collect_branch(store: Store, job: Job, room: Room, mirror: Mirror, done: Collected) -> None:

@@ -45,7 +45,9 @@ def ensure_workspace_here(drive: Drive) -> Checkpoint | None:
     # Without the locks of a git that a crash on this host killed (in the job's workspace, or
     # on its refs before the workspace was made): they would stop every git call there.
     own_refs = (checkpoint_ref(drive.job.id),)
-    drive.worktree.clear_stale_locks(older_than=drive.config.lease_seconds, refs=own_refs)
+    drive.worktree.clear_stale_locks(
+        drive.config.lease_seconds, refs=own_refs, stop=drive.stop_requested
+    )
     if held_by == here and os.path.lexists(drive.worktree.path):
         return None  # this host's own workspace, whatever state a crash left it in (rule 9)
     if held_by is None and latest is None:

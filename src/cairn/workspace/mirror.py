@@ -24,6 +24,7 @@ from cairn.workspace.git import (
     transport_settings,
     try_git,
 )
+from cairn.workspace.git_locks import DEAD_AFTER, clear_stale
 
 _NO_DRIVERS = "* !filter !merge\n"
 """Attributes for every path: no filter driver and no merge driver (diffs are run with
@@ -121,14 +122,17 @@ class Mirror:
             self.git("update-ref", "-d", ref, old, failure=failure)
 
     def clear_dead_lock(self, name: str) -> None:
-        """Remove git's lock on the mirror's file `name`, left by a git that was killed.
+        """Remove git's lock on the mirror's file `name` once it is a dead git's.
 
-        Only for files whose every writer runs under the lock held now: `packed-refs`
-        (locked by each ref deletion and by `git gc`, all under `lock`) and the base branch's
-        ref (written by fetches, under `fetch_lock`). No live git can hold such a lock then,
-        and a left one would stop every later deletion, or fetch, on this host.
+        Only for files that cairn's gits write under the lock held now: `packed-refs`
+        (locked by each ref deletion and by `git gc`, all under `lock`), the commit-graph and
+        multi-pack index (`git gc`, under `reshaping`) and the base branch's ref (fetches,
+        under `fetch_lock`). No git of cairn's can hold such a lock then; a git of no one
+        else's (an administrator's `git gc`) holds it for moments, so one older than
+        `DEAD_AFTER` seconds is left by a git that was killed, and would stop every later
+        deletion, fetch or repack on this host.
         """
-        (self.path / f"{name}.lock").unlink(missing_ok=True)
+        clear_stale([self.path / f"{name}.lock"], DEAD_AFTER)
 
     def unlock_interrupted_adds(self) -> bool:
         """Unlock the worktree entries that a `git worktree add` killed midway left locked;

@@ -7,14 +7,14 @@ import os
 import shutil
 import stat
 import tempfile
-import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from cairn.errors import WorkspaceError
 from cairn.removal import remove_tree
 from cairn.workspace.git import IDENTITY, GitError, check_branch_name, run_git, try_git
+from cairn.workspace.git_locks import clear_stale
 from cairn.workspace.mirror import Mirror
 
 STAT_WIDTH = 10_000
@@ -108,37 +108,27 @@ class Worktree:
             return None
         return admin
 
-    def clear_stale_locks(self, older_than: float, refs: Sequence[str] = ()) -> list[str]:
+    def clear_stale_locks(
+        self,
+        older_than: float,
+        refs: Sequence[str] = (),
+        stop: Callable[[], bool] = lambda: False,
+    ) -> list[str]:
         """Clear the lock files that a killed git left on this job's branch (and `refs`, more
         of the job's own refs in the mirror) and, when the worktree is this job's own, on its
         index and HEAD; the names of those removed.
 
         For the runner that holds the job's lease, before it uses the branch or worktree.
-        cairn's git commands hold these locks for moments, and every later git command there
-        refuses to run while one is left (SIGKILL skips git's own clean-up). A lock younger
-        than `older_than` seconds (a lease) may belong to the git of a runner that is still
-        stopping: this waits until it is gone, or that old, and clears it then. Done under the
-        mirror's lock, which cairn's commits and the mirror's `git gc` hold too.
+        cairn's git commands hold these locks for moments. A lock younger than `older_than`
+        seconds (a lease) may belong to the git of a runner that is still stopping: it is
+        waited for until it is gone or that old (`clear_stale`), or until `stop()`. Done
+        under the mirror's lock, which cairn's commits and the mirror's `git gc` hold too.
         """
         candidates = [self.mirror.path / f"{ref}.lock" for ref in (self.branch_ref, *refs)]
         admin = self._valid_admin()
         if admin is not None and self._entry_names_this_folder(admin):
             candidates += [admin / "index.lock", admin / "HEAD.lock", admin / "ORIG_HEAD.lock"]
-        removed = []
-        while True:
-            wait = 0.0
-            with self.mirror.lock():
-                for lock in candidates:
-                    with contextlib.suppress(FileNotFoundError):
-                        age = time.time() - lock.stat().st_mtime
-                        if age >= older_than:
-                            lock.unlink()
-                            removed.append(lock.name)
-                        else:
-                            wait = max(wait, older_than - age)
-            if not wait:
-                return removed
-            time.sleep(min(wait, 0.2))
+        return clear_stale(candidates, older_than, held=self.mirror.lock, stop=stop)
 
     def _entry_names_this_folder(self, admin: Path) -> bool:
         """Whether the mirror's entry points back at this folder (not another job's entry)."""
