@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -260,4 +262,24 @@ def test_a_checkout_that_moved_meanwhile_is_not_touched(
     theirs = commit_file(project, "CHANGELOG.md", "- meanwhile\n", "Meanwhile")
     assert _advance_base(mirror, baseline, job_sha) is None
     assert plain_git(project, "rev-parse", "main") == theirs
+    assert plain_git(project, "for-each-ref", "refs/cairn/") == ""
+
+
+def test_a_delivery_killed_while_its_hidden_ref_was_locked_is_retried(
+    mirror: Mirror, project: Path, job_sha: str
+) -> None:
+    # The runner died with its git while the commit's hidden ref was locked; the retry of
+    # both deliveries (the push, the merge into the checked-out base) uses that same ref.
+    a_minute_ago = time.time() - 60
+    left = [
+        project / ".git" / "refs" / "cairn" / kind / f"{job_sha}.lock" for kind in ("push", "merge")
+    ]
+    for lock in left:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        lock.write_text("left by a killed git\n")
+        os.utime(lock, (a_minute_ago, a_minute_ago))
+    push_branch(mirror, job_sha, "cairn/job-1")
+    assert merge_into_base(mirror, job_sha, "Merge job 1").merged
+    assert plain_git(project, "rev-parse", "cairn/job-1", "main") == f"{job_sha}\n{job_sha}"
+    assert not any(lock.exists() for lock in left)
     assert plain_git(project, "for-each-ref", "refs/cairn/") == ""

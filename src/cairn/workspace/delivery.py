@@ -27,7 +27,11 @@ from cairn.workspace.git import (
     transport_settings,
     try_git,
 )
+from cairn.workspace.git_locks import DEAD_AFTER, clear_stale
 from cairn.workspace.mirror import Mirror, checked_out_base, checkout_changes
+
+_HIDDEN = "refs/cairn/"
+"""Where cairn keeps the refs that carry a commit into a local repository for a moment."""
 
 
 class BranchTaken(WorkspaceError):
@@ -186,7 +190,7 @@ def _fast_forward_checkout(
     if run_git("rev-parse", "HEAD", cwd=checkout) != tip:
         return None
     # A hidden ref carries the objects in; git cannot fetch into the checked-out branch.
-    hidden = f"refs/cairn/merge/{target}"
+    hidden = f"{_HIDDEN}merge/{target}"
     _publish(mirror, target, hidden, f"git could not bring the merge into {base!r}")
     try:
         merged = try_git(
@@ -220,7 +224,7 @@ def _create_branch(mirror: Mirror, sha: str, ref: str, failure: str) -> None:
         return
     # A fetch would fast-forward a branch that exists; `update-ref` with an empty old value
     # creates it or fails. A hidden ref carries the objects in first.
-    hidden = f"refs/cairn/push/{sha}"
+    hidden = f"{_HIDDEN}push/{sha}"
     _publish(mirror, sha, hidden, failure)
     try:
         run_git(
@@ -235,6 +239,8 @@ def _publish(mirror: Mirror, sha: str, ref: str, failure: str) -> None:
     """Point `ref` in the room's repository at `sha` from the mirror, never forcing."""
     failure = f"{failure} in the room's repository"
     target = local_path(mirror.repo)
+    if target is not None and ref.startswith(_HIDDEN):
+        _clear_dead_hidden_lock(target, ref)
     if target is None:
         address = transport_address(mirror.repo)
         mirror.remote_git(
@@ -250,6 +256,19 @@ def _publish(mirror: Mirror, sha: str, ref: str, failure: str) -> None:
         "--", str(mirror.path.absolute()), f"{sha}:{ref}",
         cwd=target, failure=failure, timeout=mirror.git_timeout,
     )  # fmt: skip
+
+
+def _clear_dead_hidden_lock(repository: Path, ref: str) -> None:
+    """Remove the lock a killed cairn left on one of its hidden refs in a local repository.
+
+    Hidden refs are cairn's own, one per commit, written only by the runner delivering that
+    commit: a left lock (its git SIGKILLed with the runner) would fail every retry of the
+    delivery. Other locks in a person's repository are never touched.
+    """
+    dot_git = repository / ".git"
+    refs_home = dot_git if dot_git.is_dir() else repository
+    if (refs_home / "refs").is_dir():  # a worktree's `.git` file: its refs are elsewhere
+        clear_stale([refs_home / f"{ref}.lock"], DEAD_AFTER)
 
 
 def _is_ancestor(mirror: Mirror, ancestor: str, descendant: str) -> bool:
