@@ -15,8 +15,9 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 
 DEAD_AFTER = 5.0
-"""Seconds after which a lock on a file of the mirror's that only cairn's gits write under
-cairn's own host-wide lock counts as a dead git's (see `Mirror.delete_ref`)."""
+"""Seconds after which a lock that live gits hold for moments only counts as a dead git's:
+on the mirror's shared files (`Mirror.clear_dead_lock`) and on cairn's hidden refs in a
+local repository (`delivery`)."""
 
 
 def clear_stale(

@@ -127,10 +127,10 @@ class Mirror:
         Only for files that cairn's gits write under the lock held now: `packed-refs`
         (locked by each ref deletion and by `git gc`, all under `lock`), the commit-graph and
         multi-pack index (`git gc`, under `reshaping`) and the base branch's ref (fetches,
-        under `fetch_lock`). No git of cairn's can hold such a lock then; a git of no one
-        else's (an administrator's `git gc`) holds it for moments, so one older than
-        `DEAD_AFTER` seconds is left by a git that was killed, and would stop every later
-        deletion, fetch or repack on this host.
+        under `fetch_lock`). No git of cairn's can hold such a lock then, and any other git
+        (an administrator's `git gc`) holds it for moments: one older than `DEAD_AFTER`
+        seconds was left by a git that was killed, and would stop every later deletion,
+        fetch or repack on this host.
         """
         clear_stale([self.path / f"{name}.lock"], DEAD_AFTER)
 
