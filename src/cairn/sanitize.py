@@ -63,6 +63,10 @@ _PRIVATE_KEY = re.compile(
     r"(?:-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\Z)",
     re.S,
 )
+# A key's END line and the base64 lines above it: a text cut after its BEGIN line (the last
+# lines of a command's output) still holds the key's body.
+_PRIVATE_KEY_END = re.compile(r"-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")
+_KEY_BODY_LINE = re.compile(r"[A-Za-z0-9+/=]+\r?")
 # A header whose whole value is a credential: masked to the end of its quote or line. Quotes
 # may be JSON-escaped (`\"`) when the text is JSON inside JSON.
 _HEADER = re.compile(
@@ -186,10 +190,29 @@ def secret_spans(text: str) -> list[Span]:
 def shape_spans(text: str) -> list[Span]:
     """The secrets found by their own shape (tokens, keys, URL or header credentials), not name."""
     spans = [(m.start(), m.end(), MASK) for p in (_PRIVATE_KEY, _TOKENS) for m in p.finditer(text)]
+    spans += _key_body_spans(text)
     spans += [(m.start(1), m.end(1), MASK) for m in _SLACK_HOOK.finditer(text)]
     spans += _header_spans(text)
     spans += [(m.start(3), m.end(3), MASK) for m in _BEARER.finditer(text) if _is_credential(m)]
     spans += [span for m in _URL_USERINFO.finditer(text) for span in _userinfo_spans(m)]
+    return spans
+
+
+def _key_body_spans(text: str) -> list[Span]:
+    """Each private key's END line with the base64 lines right above it (its body), whether
+    or not its BEGIN line is still there; each walk upwards stops at the last END line."""
+    spans: list[Span] = []
+    floor = 0
+    for end in _PRIVATE_KEY_END.finditer(text):
+        start = end.start()
+        while start > floor:
+            cut = start - 1 if text[start - 1] == "\n" else start
+            line_start = max(text.rfind("\n", floor, cut) + 1, floor)
+            if not _KEY_BODY_LINE.fullmatch(text, line_start, cut):
+                break
+            start = line_start
+        spans.append((start, end.end(), MASK))
+        floor = end.end()
     return spans
 
 

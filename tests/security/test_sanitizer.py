@@ -152,6 +152,7 @@ def test_the_edge_sanitizer_works_even_when_configuration_is_broken() -> None:
         "a://:" + "@" * 60_000,
         "a://:x" * 12_000,
         "-----BEGIN PRIVATE KEY-----" * 2_000,
+        "QUFB\n" * 20_000 + "-----END PRIVATE KEY-----" * 2_000,
         "password: " * 6_000,
         "a=" * 30_000,
         '\\"' * 30_000,
@@ -177,3 +178,12 @@ def test_an_outcome_can_be_masked_before_it_is_stored() -> None:
     assert token not in repr(masked.to_data())
     assert masked.dependency is not None and masked.dependency.name == "rich"
     assert Outcome.from_data(masked.to_data()) == masked and masked.isolation_unproven
+
+
+def test_a_key_whose_begin_line_was_cut_off_is_still_masked() -> None:
+    # The last lines of a command's output: the key's BEGIN line fell outside them.
+    body = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC\nAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=="
+    text = f"the verify command failed:\n{body}\n-----END PRIVATE KEY-----\nusing it"
+    cleaned = Sanitizer(environ={}).clean(text)
+    assert "MIIE" not in cleaned and "AAAAAAAA" not in cleaned
+    assert cleaned.startswith("the verify command failed:\n") and cleaned.endswith("\nusing it")
