@@ -58,14 +58,13 @@ TOKEN_SHAPES: tuple[str, ...] = (
 )
 _TOKENS = re.compile(_START + "(?:" + "|".join(TOKEN_SHAPES) + ")")
 _SLACK_HOOK = re.compile(r"hooks\.slack\.com/(?:services|workflows)/([A-Za-z0-9/_-]+)")
+_KEY_END = r"-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
 _PRIVATE_KEY = re.compile(
-    r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----.*?"
-    r"(?:-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\Z)",
-    re.S,
+    r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----.*?(?:" + _KEY_END + r"|\Z)", re.S
 )
 # A key's END line and the base64 lines above it: a text cut after its BEGIN line (the last
 # lines of a command's output) still holds the key's body.
-_PRIVATE_KEY_END = re.compile(r"-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")
+_PRIVATE_KEY_END = re.compile(_KEY_END)
 _KEY_BODY_LINE = re.compile(r"[A-Za-z0-9+/=]+\r?")
 # A header whose whole value is a credential: masked to the end of its quote or line. Quotes
 # may be JSON-escaped (`\"`) when the text is JSON inside JSON.
