@@ -72,10 +72,10 @@
     liveStream("/rooms/" + roomId + "/events", document.getElementById("live-state"),
       "Live: cards update as jobs move.", function (event) {
         var card = document.getElementById("job-" + event.job);
+        count("streamRefreshes");
         if (card) {
           htmx.trigger(card, "cairn:refresh");
         } else {
-          count("streamRefreshes");
           refreshAll();
         }
       }, refreshAll);
