@@ -268,8 +268,10 @@ def test_changed_files_and_diffstat_compare_with_the_baseline(
     (worktree.path / "tests" / "test_app.py").unlink()
     assert worktree.changed_files(baseline) == ["README.md", "src/extra.py", "tests/test_app.py"]
     stat = worktree.diffstat(baseline)
-    assert "README.md" in stat
-    assert "3 files changed" in stat
+    assert "README.md" in stat.text
+    assert stat.text.rstrip().endswith("3 files changed, 2 insertions(+), 10 deletions(-)")
+    assert "\0" not in stat.text
+    assert stat.counted == {"README.md", "src/extra.py", "tests/test_app.py"}
 
 
 def test_commit_records_the_content_and_leaves_a_clean_status(

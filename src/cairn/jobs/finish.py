@@ -130,10 +130,9 @@ def _summarize(drive: Drive, upstream: Upstream) -> Result:
     told = upstream[Stage.running_agent].evidence.get_str("agent_summary")
     # The commit holds exactly `tree` (checked above against what was verified).
     diffstat = drive.worktree.diffstat(baseline, tree)
-    summary = drive.sanitizer.clean(review_text(told, diffstat), SUMMARY_LIMIT)
+    summary = drive.sanitizer.clean(review_text(told, diffstat.text), SUMMARY_LIMIT)
     changed = drive.worktree.changed_files(baseline, tree)
-    counted = _counted_paths(drive, baseline, tree)
-    listed = sum(1 for path in changed if path in counted)
+    listed = sum(1 for path in changed if path in diffstat.counted)
     drive.record(summary=summary, result_fingerprint=tree)
     return Result(
         commit,
@@ -156,21 +155,6 @@ def review_text(told: str | None, diffstat: str) -> str:
     said = (told or "").splitlines() or ["(the agent wrote no summary)"]
     fenced = "\n".join(f"  | {line}" for line in said)
     return f"The agent's summary:\n{fenced}\n\nWhat changed:\n{diffstat}"
-
-
-def _counted_paths(drive: Drive, baseline: str, tree: str) -> set[str]:
-    """The paths `git diff --numstat -z` counts between the baseline and the result.
-
-    Read from git's NUL-separated records, never from `--stat` text, which shortens long
-    names and quotes unusual ones. Renames count as a deletion and an addition, as in
-    `changed_files`.
-    """
-    out = drive.worktree.git(
-        "diff", "--numstat", "-z", "--no-renames", "--no-color", "--no-ext-diff",
-        "--no-textconv", f"{baseline}^{{tree}}", tree,
-    )  # fmt: skip
-    # Each record is "added<TAB>deleted<TAB>path" ended by NUL; the path is verbatim.
-    return {record.split("\t", 2)[2] for record in out.split("\0") if record.count("\t") >= 2}
 
 
 def _summary_now(drive: Drive, prior: RunRecord) -> str | None:

@@ -9,7 +9,7 @@ import stat
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from cairn.errors import WorkspaceError
 from cairn.removal import remove_tree
@@ -21,6 +21,13 @@ STAT_WIDTH = 10_000
 """Wide enough that git never shortens a path in a diffstat with `...`."""
 _POINTER_LIMIT = 4096
 """The longest `.git` pointer read: git writes one line with a path."""
+
+
+class DiffStat(NamedTuple):
+    text: str
+    """What `git diff --stat` prints."""
+    counted: frozenset[str]
+    """The paths it counts, verbatim."""
 
 
 class Worktree:
@@ -258,14 +265,22 @@ class Worktree:
             known = self._changes[(baseline, tree)] = [path for path in out.split("\0") if path]
         return list(known)
 
-    def diffstat(self, baseline: str, tree: str | None = None) -> str:
-        """A `git diff --stat` of the worktree's content (or `tree`) against the baseline."""
+    def diffstat(self, baseline: str, tree: str | None = None) -> DiffStat:
+        """A `git diff --stat` of the worktree's content (or `tree`) against the baseline, and
+        the paths its `--numstat` counts (one git call)."""
         # Every path in full and no rename pairs: a deleted file is always named as deleted.
-        return self.git(
-            "diff", f"--stat={STAT_WIDTH},{STAT_WIDTH}", "--no-renames", "--no-color",
-            "--no-ext-diff", "--no-textconv",
+        # The NUL-ended numstat records come first, verbatim; the stat text after the last NUL
+        # is what `--stat` alone prints (it shortens long names and quotes unusual ones, so the
+        # paths are read from the records).
+        out = self.git(
+            "diff", "--numstat", "-z", f"--stat={STAT_WIDTH},{STAT_WIDTH}", "--no-renames",
+            "--no-color", "--no-ext-diff", "--no-textconv",
             f"{baseline}^{{tree}}", tree or self.content_id(),
         )  # fmt: skip
+        records, _, text = out.rpartition("\0")
+        # Each record is "added<TAB>deleted<TAB>path".
+        counted = {r.split("\t", 2)[2] for r in records.split("\0") if r.count("\t") >= 2}
+        return DiffStat(text, frozenset(counted))
 
     def commit(self, baseline: str, message: str, tree: str | None = None) -> str:
         """Commit the worktree's content on the job's branch; safe to repeat after a crash.
