@@ -14,6 +14,7 @@ from cairn.jobs.view import outcome_id
 from cairn.next_action import Action, NextAction
 from cairn.stages import Stage, Status
 from cairn.testing.harness import Cairn, Turns
+from cairn.testing.repos import commit_file, kill_fast_forward_midway
 from cairn.workspace.mirror import Mirror
 
 DEPENDENCY_THEN_WRITE = """
@@ -207,6 +208,40 @@ def test_rule_5_files_a_merge_of_this_host_is_writing_are_not_uncommitted_work(
         "diagnosis"
     ]
     assert detail["baseline"] == cairn.git("rev-parse", "main")
+
+
+def test_rule_5_a_fast_forward_a_killed_runner_left_halfway_is_finished_not_cleaned(
+    cairn: Cairn,
+) -> None:
+    """Files and index moved, branch not: cairn's own half-done move, finished once the locks
+    the killed git held are gone (cairn names them and never removes a person's locks)."""
+    tip = cairn.git("rev-parse", "main")
+    target = commit_file(cairn.repo, "merged.txt", "from an earlier job\n", "Merge job 0")
+    cairn.git("reset", "--quiet", "--hard", tip)
+    kill_fast_forward_midway(cairn.repo, None, target)
+    job = cairn.submit(WRITE_B)
+    cairn.work()
+    blocked = cairn.detail(job.id)
+    assert (blocked["status"], blocked["stage"]) == ("blocked", "preparing_baseline")
+    assert (
+        "left HEAD.lock, refs/heads/main.lock in the repository's .git folder"
+        in (blocked["diagnosis"])
+    )
+    assert "delete those files, then resume" in blocked["diagnosis"]
+    assert str(cairn.repo) not in blocked["diagnosis"]
+    assert cairn.git("rev-parse", "main") == tip
+
+    for lock in ("HEAD.lock", "refs/heads/main.lock"):
+        (cairn.repo / ".git" / lock).unlink()
+    with cairn.store.begin() as conn:
+        from cairn.jobs import gates
+
+        gates.resume(conn, job.id, "alice")
+    cairn.work()
+    resumed = cairn.detail(job.id)
+    assert resumed["stage"] == "awaiting_review", resumed["diagnosis"]
+    assert resumed["baseline"] == cairn.git("rev-parse", "main") == target
+    assert cairn.git("status", "--porcelain") == ""
 
 
 def test_rule_6_progress_not_logs(cairn: Cairn, monkeypatch: pytest.MonkeyPatch) -> None:

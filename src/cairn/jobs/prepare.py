@@ -10,6 +10,11 @@ from cairn.jobs.drive import Blocked, Drive
 from cairn.jobs.fresh_baseline import REPOSITORY_CAUSE
 from cairn.next_action import Action, NextAction
 from cairn.stages import Stage
+from cairn.workspace.base_checkout import (
+    finish_interrupted_fast_forward,
+    left_locks,
+    locks_advice,
+)
 from cairn.workspace.git import IDENTITY, try_git
 from cairn.workspace.mirror import checkout_changes
 
@@ -24,16 +29,19 @@ def _baseline(drive: Drive, upstream: Upstream) -> Result:
     if changes:
         # Another job of this host may be fast-forwarding the checkout right now (under the
         # mirror's lock): the files it is writing are nobody's uncommitted work. Look again
-        # once it is done.
+        # once it is done, after finishing a fast-forward that a kill stopped halfway.
         with drive.mirror.lock():
+            finish_interrupted_fast_forward(room.repo, room.base_branch)
             changes = checkout_changes(room.repo, room.base_branch)
     if changes:
         shown = ", ".join(changes[:5]) + (
             f" and {len(changes) - 5} more" if len(changes) > 5 else ""
         )
+        locks = left_locks(room.repo, room.base_branch)
         raise Blocked(
             f"the repository's checkout of {room.base_branch} has uncommitted changes ({shown}); "
-            "cairn did not touch them. Commit or stash them",
+            "cairn did not touch them. "
+            + (f"{locks_advice(locks)}, then resume" if locks else "Commit or stash them"),
             Evidence.of(Measurement("uncommitted_paths", len(changes))),
             next_actions=[drive.resume_step()],
         )

@@ -9,8 +9,11 @@ declarations file of a project without dependencies, for the dependency installe
 from __future__ import annotations
 
 import json
+import subprocess
+import tempfile
 from pathlib import Path
 
+from cairn.workspace.base_checkout import merge_carrier
 from cairn.workspace.git import run_git
 
 SAMPLE_IDENTITY = {
@@ -80,6 +83,32 @@ def commit_file(repo: Path, relpath: str, content: str | bytes, message: str) ->
     run_git("add", "--", relpath, cwd=repo)
     run_git("commit", "--quiet", "-m", message, "--", relpath, cwd=repo, env=SAMPLE_IDENTITY)
     return run_git("rev-parse", "HEAD", cwd=repo)
+
+
+def kill_fast_forward_midway(repo: Path, source: Path | None, target: str) -> None:
+    """Leave `repo`'s checkout as a runner SIGKILLed inside cairn's fast-forward to `target`
+    does: the commit carried in under cairn's hidden ref, the index and files at `target`,
+    the branch at its old tip, and the locks git held on HEAD and the branch.
+
+    The real `git merge --ff-only` is killed, by a reference-transaction hook, at the moment
+    it has locked the branch to move it. `source` holds `target` (None: `repo` already does).
+    """
+    if source is not None:
+        fetch = ("fetch", "--quiet", "--no-tags", str(source), f"{target}:{merge_carrier(target)}")
+        subprocess.run(["git", *fetch], cwd=repo, check=True, capture_output=True)
+    else:
+        run_git("update-ref", merge_carrier(target), target, cwd=repo)
+    with tempfile.TemporaryDirectory(prefix="cairn-hooks-") as hooks:
+        hook = Path(hooks) / "reference-transaction"
+        # Called with the state ("prepared": every lock taken) and the updates on stdin.
+        hook.write_text(
+            '#!/bin/sh\nif [ "$1" = prepared ] && grep -q " refs/heads/"; then kill -9 $PPID; fi\n'
+        )
+        hook.chmod(0o755)
+        merge = ("-c", f"core.hooksPath={hooks}", "merge", "--ff-only", "--quiet", target)
+        killed = subprocess.run(["git", *merge], cwd=repo, capture_output=True, check=False)
+    if killed.returncode != -9 and killed.returncode != 137:
+        raise AssertionError(f"git merge was not killed midway: {killed.returncode}")
 
 
 PYPROJECT = """\

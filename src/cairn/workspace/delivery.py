@@ -16,6 +16,12 @@ from pathlib import Path
 
 from cairn.errors import WorkspaceError
 from cairn.workspace.askpass import NO_CREDENTIAL_HELPERS, GitCredential, credential_environment
+from cairn.workspace.base_checkout import (
+    finish_interrupted_fast_forward,
+    left_locks,
+    locks_advice,
+    merge_carrier,
+)
 from cairn.workspace.git import (
     IDENTITY,
     LOCAL_TRANSPORT,
@@ -180,17 +186,23 @@ def _fast_forward_checkout(
 ) -> MergeResult | None:
     """Fast-forward a person's checkout of the base branch, only when it is clean."""
     base = mirror.base_branch
-    if checkout_changes(mirror.repo, base):
+    # Changes may be a fast-forward of this host's that a kill stopped halfway (the mirror's
+    # lock is held: none is under way now): finished, they are gone.
+    if checkout_changes(mirror.repo, base) and (
+        finish_interrupted_fast_forward(mirror.repo, base) is None
+        or checkout_changes(mirror.repo, base)
+    ):
+        locks = left_locks(mirror.repo, base)
         return MergeResult(
             False,
             None,
             f"{base} is checked out with local changes in the room's repository, and cairn "
-            "touched nothing there",
+            "touched nothing there" + (f". {locks_advice(locks)}" if locks else ""),
         )
     if run_git("rev-parse", "HEAD", cwd=checkout) != tip:
         return None
     # A hidden ref carries the objects in; git cannot fetch into the checked-out branch.
-    hidden = f"{_HIDDEN}merge/{target}"
+    hidden = merge_carrier(target)
     _publish(mirror, target, hidden, f"git could not bring the merge into {base!r}")
     try:
         merged = try_git(
@@ -203,6 +215,11 @@ def _fast_forward_checkout(
         return MergeResult(True, target, None)
     if run_git("rev-parse", "HEAD", cwd=checkout) != tip:
         return None
+    locks = left_locks(mirror.repo, base)
+    if locks:
+        return MergeResult(
+            False, None, f"{base}'s checkout could not be moved. {locks_advice(locks)}"
+        )
     return MergeResult(
         False,
         None,

@@ -1,0 +1,77 @@
+"""A person's checkout of the base branch that a killed fast-forward left halfway."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cairn.testing.repos import kill_fast_forward_midway
+from cairn.workspace.delivery import MergeResult, merge_into_base
+from cairn.workspace.mirror import Mirror
+from cairn.workspace.worktree import Worktree
+
+from .gitcli import plain_git
+
+_LOCKS = ("HEAD.lock", "refs/heads/main.lock")
+
+
+@pytest.fixture
+def job_sha(worktree: Worktree, baseline: str) -> str:
+    (worktree.path / "docs").mkdir()
+    (worktree.path / "docs" / "guide.md").write_text("# Guide\n")
+    return worktree.commit(baseline, "Add a guide")
+
+
+def test_a_fast_forward_killed_before_it_moved_the_branch_is_finished_by_the_next_merge(
+    mirror: Mirror, project: Path, job_sha: str, baseline: str
+) -> None:
+    kill_fast_forward_midway(project, mirror.path, job_sha)
+    assert plain_git(project, "rev-parse", "HEAD") == baseline
+    assert plain_git(project, "status", "--porcelain") == "A  docs/guide.md"
+    for lock in _LOCKS:  # as if the kill came a moment earlier, before git took them
+        (project / ".git" / lock).unlink()
+
+    assert merge_into_base(mirror, job_sha, "Merge job 1") == MergeResult(True, job_sha, None)
+    assert plain_git(project, "rev-parse", "HEAD") == job_sha
+    assert plain_git(project, "status", "--porcelain") == ""
+    assert plain_git(project, "for-each-ref", "refs/cairn/") == ""
+
+
+def test_the_locks_of_a_git_killed_moving_the_branch_are_named_and_left_in_place(
+    mirror: Mirror, project: Path, job_sha: str, baseline: str
+) -> None:
+    kill_fast_forward_midway(project, mirror.path, job_sha)
+    index = (project / ".git" / "index").read_bytes()
+
+    result = merge_into_base(mirror, job_sha, "Merge job 1")
+    assert not result.merged and result.reason is not None
+    assert "HEAD.lock, refs/heads/main.lock" in result.reason
+    assert "if no git is running there, delete those files" in result.reason
+    assert str(project) not in result.reason
+    assert all((project / ".git" / lock).exists() for lock in _LOCKS)
+    assert (project / ".git" / "index").read_bytes() == index
+    assert plain_git(project, "rev-parse", "HEAD") == baseline
+
+    for lock in _LOCKS:  # what the message asks of the person
+        (project / ".git" / lock).unlink()
+    assert merge_into_base(mirror, job_sha, "Merge job 1") == MergeResult(True, job_sha, None)
+    assert plain_git(project, "status", "--porcelain") == ""
+
+
+def test_a_half_moved_checkout_that_a_person_edited_since_is_left_alone(
+    mirror: Mirror, project: Path, job_sha: str, baseline: str
+) -> None:
+    kill_fast_forward_midway(project, mirror.path, job_sha)
+    for lock in _LOCKS:
+        (project / ".git" / lock).unlink()
+    (project / "docs" / "guide.md").write_text("# Guide, edited by a person\n")
+
+    result = merge_into_base(mirror, job_sha, "Merge job 1")
+    assert not result.merged and result.reason is not None
+    assert "checked out with local changes" in result.reason
+    assert plain_git(project, "rev-parse", "HEAD") == baseline
+    assert (project / "docs" / "guide.md").read_text() == "# Guide, edited by a person\n"
+    assert plain_git(project, "for-each-ref", "--format=%(refname)", "refs/cairn/") == (
+        f"refs/cairn/merge/{job_sha}"
+    )
