@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from cairn.errors import WorkspaceError
+from cairn.jobs.gc import prune_mirror
 from cairn.testing.repos import commit_file, make_sample_repo
 from cairn.workspace.mirror import Mirror, checkout_changes
+from cairn.workspace.worktree import Worktree
 
 from .gitcli import plain_git
 
@@ -176,3 +178,22 @@ def test_checkout_changes_ignores_a_detached_head(tmp_path: Path) -> None:
 def test_checkout_changes_ignores_a_folder_inside_a_repository(project: Path) -> None:
     (project / "src" / "new.py").write_text("x = 1\n")
     assert checkout_changes(str(project / "src"), "main") == []
+
+
+def test_no_git_in_the_mirror_or_its_workspaces_starts_a_gc_of_its_own(
+    worktree: Worktree, mirror: Mirror
+) -> None:
+    # An agent's git runs without cairn's -c settings; the mirror's own config holds them.
+    for where in (mirror.path, worktree.path):
+        assert plain_git(where, "config", "gc.auto") == "0"
+        assert plain_git(where, "config", "maintenance.auto") == "false"
+
+
+def test_cairn_gc_turns_automatic_gc_off_in_a_mirror_cloned_before_it_was(
+    worktree: Worktree, mirror: Mirror
+) -> None:
+    for key in ("gc.auto", "maintenance.auto"):
+        plain_git(mirror.path, "config", "--unset", key)
+    prune_mirror(mirror)
+    assert plain_git(worktree.path, "config", "gc.auto") == "0"
+    assert plain_git(worktree.path, "config", "maintenance.auto") == "false"

@@ -85,6 +85,7 @@ def prune_mirror(mirror: Mirror) -> None:
     """Forget removed worktrees and repack cairn's own mirror."""
     with mirror.reshaping():
         mirror.unlock_interrupted_adds()  # the entries of an add killed midway go too
+        mirror.no_automatic_gc()  # for mirrors cloned before cairn set it at the clone
         mirror.git("worktree", "prune")
         for written_by_gc in GC_LOCKED_FILES:
             mirror.clear_dead_lock(written_by_gc)

@@ -222,12 +222,21 @@ class Mirror:
             ) from None
         # Job commits and merge commits are fetched from here by sha before any ref names them.
         run_git("config", "uploadpack.allowAnySHA1InWant", "true", cwd=staging)
+        self.no_automatic_gc(staging)
         # The repository's branches stay out: the mirror's `refs/heads` holds only the branches
         # cairn made for its jobs, so a job's branch found there is that job's own work. (The
         # base branch is fetched under `refs/remotes/origin/`.)
         copied = run_git("for-each-ref", "--format=delete %(refname)", "refs/heads/", cwd=staging)
         run_git("update-ref", "--stdin", cwd=staging, input=f"{copied}\n" if copied else "")
         staging.rename(self.path)
+
+    def no_automatic_gc(self, path: Path | None = None) -> None:
+        """Make every git that works in the mirror (or `path`), an agent's in a workspace
+        included, leave repacking to cairn: cairn's own gits pass the same settings, but an
+        agent running without a sandbox could otherwise start a gc there in the middle of a
+        job (`cairn gc` repacks, under the mirror's lock)."""
+        for key, value in (("gc.auto", "0"), ("maintenance.auto", "false")):
+            run_git("config", key, value, cwd=path or self.path)
 
     def _exclude_materialized(self) -> None:
         """Keep dependencies cairn materializes into workspaces out of every job's content."""
