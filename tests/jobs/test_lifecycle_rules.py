@@ -224,7 +224,7 @@ def test_rule_5_a_fast_forward_a_killed_runner_left_halfway_is_finished_not_clea
     blocked = cairn.detail(job.id)
     assert (blocked["status"], blocked["stage"]) == ("blocked", "preparing_baseline")
     assert (
-        "left HEAD.lock, refs/heads/main.lock in the repository's .git folder"
+        "left HEAD.lock, refs/heads/main.lock in the repository's git folder"
         in (blocked["diagnosis"])
     )
     assert "delete those files, then resume" in blocked["diagnosis"]

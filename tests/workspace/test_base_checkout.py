@@ -75,3 +75,30 @@ def test_a_half_moved_checkout_that_a_person_edited_since_is_left_alone(
     assert plain_git(project, "for-each-ref", "--format=%(refname)", "refs/cairn/") == (
         f"refs/cairn/merge/{job_sha}"
     )
+
+
+def test_a_lock_a_killed_git_left_in_a_bare_room_repository_is_named_and_left(
+    tmp_path: Path, project: Path
+) -> None:
+    bare = tmp_path / "server" / "app.git"
+    plain_git(tmp_path, "clone", "--quiet", "--bare", str(project), str(bare))
+    mirror = Mirror(tmp_path / "home2" / "room.git", bare.as_uri(), "main")
+    baseline = mirror.fetch_baseline()
+    tree = Worktree(mirror, tmp_path / "home2" / "job-9", "cairn/job-9")
+    tree.ensure(baseline)
+    (tree.path / "guide.md").write_text("# Guide\n")
+    sha = tree.commit(baseline, "Add a guide")
+    lock = bare / "refs" / "heads" / "main.lock"
+    lock.write_text("")  # a push into it SIGKILLed while it moved main
+
+    result = merge_into_base(mirror, sha, "Merge job 9")
+    assert not result.merged and result.reason is not None
+    assert result.reason.startswith(
+        "the room's repository refused to move main. A git that was stopped midway left "
+        "refs/heads/main.lock in the repository's git folder"
+    )
+    assert str(tmp_path) not in result.reason
+    assert lock.exists() and plain_git(bare, "rev-parse", "main") == baseline
+
+    lock.unlink()
+    assert merge_into_base(mirror, sha, "Merge job 9") == MergeResult(True, sha, None)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cairn.workspace.git import try_git
+from cairn.workspace.git import local_path, try_git
 from cairn.workspace.mirror import checked_out_base
 
 _CARRIERS = "refs/cairn/merge/"
@@ -60,16 +60,16 @@ def finish_interrupted_fast_forward(repo: str, base_branch: str) -> str | None:
 
 
 def left_locks(repo: str, base_branch: str) -> list[str]:
-    """The lock files in the checkout's repository that make git refuse to change the index
-    or move the base branch, relative to its git folder."""
-    checkout = checked_out_base(repo, base_branch)
-    if checkout is None:
+    """The lock files in a local room repository that make git refuse to change its checkout's
+    index or move the base branch, relative to its git folder ([] for a remote one)."""
+    path = local_path(repo)
+    if path is None or not path.is_dir():
         return []
-    found = try_git("rev-parse", "--absolute-git-dir", "--git-common-dir", cwd=checkout)
+    found = try_git("rev-parse", "--absolute-git-dir", "--git-common-dir", cwd=path)
     if found.returncode != 0:
         return []
     own, common = (Path(line) for line in found.stdout.split("\n")[:2])
-    common = common if common.is_absolute() else checkout / common
+    common = common if common.is_absolute() else path / common
     names = [(own, "index.lock"), (own, "HEAD.lock"), (own, "ORIG_HEAD.lock")]
     names += [(common, f"refs/heads/{base_branch}.lock"), (common, "packed-refs.lock")]
     return [name for folder, name in names if (folder / name).exists()]
@@ -78,7 +78,7 @@ def left_locks(repo: str, base_branch: str) -> list[str]:
 def locks_advice(locks: list[str]) -> str:
     """What to tell a person about `locks` (from `left_locks`)."""
     return (
-        f"A git that was stopped midway left {', '.join(locks)} in the repository's .git "
+        f"A git that was stopped midway left {', '.join(locks)} in the repository's git "
         "folder; if no git is running there, delete those files"
     )
 

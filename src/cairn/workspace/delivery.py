@@ -177,7 +177,9 @@ def _advance_base(mirror: Mirror, tip: str, target: str) -> MergeResult | None:
             return MergeResult(
                 False, None, f"{base} is checked out in another worktree of the room's repository"
             )
-        return MergeResult(False, None, f"the room's repository refused to move {base}")
+        locks = left_locks(mirror.repo, base)
+        advice = f". {locks_advice(locks)}" if locks else ""
+        return MergeResult(False, None, f"the room's repository refused to move {base}{advice}")
     return MergeResult(True, target, None)
 
 
