@@ -11,7 +11,6 @@ from cairn.jobs.fresh_baseline import REPOSITORY_CAUSE
 from cairn.next_action import Action, NextAction
 from cairn.stages import Stage
 from cairn.workspace.base_checkout import (
-    finish_interrupted_fast_forward,
     left_locks,
     locks_advice,
 )
@@ -29,9 +28,8 @@ def _baseline(drive: Drive, upstream: Upstream) -> Result:
     if changes:
         # Another job of this host may be fast-forwarding the checkout right now (under the
         # mirror's lock): the files it is writing are nobody's uncommitted work. Look again
-        # once it is done, after finishing a fast-forward that a kill stopped halfway.
+        # once it is done.
         with drive.mirror.lock():
-            finish_interrupted_fast_forward(room.repo, room.base_branch)
             changes = checkout_changes(room.repo, room.base_branch)
     if changes:
         shown = ", ".join(changes[:5]) + (

@@ -17,7 +17,6 @@ from pathlib import Path
 from cairn.errors import WorkspaceError
 from cairn.workspace.askpass import NO_CREDENTIAL_HELPERS, GitCredential, credential_environment
 from cairn.workspace.base_checkout import (
-    finish_interrupted_fast_forward,
     left_locks,
     locks_advice,
     merge_carrier,
@@ -188,12 +187,7 @@ def _fast_forward_checkout(
 ) -> MergeResult | None:
     """Fast-forward a person's checkout of the base branch, only when it is clean."""
     base = mirror.base_branch
-    # Changes may be a fast-forward of this host's that a kill stopped halfway (the mirror's
-    # lock is held: none is under way now): finished, they are gone.
-    if checkout_changes(mirror.repo, base) and (
-        finish_interrupted_fast_forward(mirror.repo, base) is None
-        or checkout_changes(mirror.repo, base)
-    ):
+    if checkout_changes(mirror.repo, base):
         locks = left_locks(mirror.repo, base)
         return MergeResult(
             False,
