@@ -10,10 +10,7 @@ from cairn.jobs.drive import Blocked, Drive
 from cairn.jobs.fresh_baseline import REPOSITORY_CAUSE
 from cairn.next_action import Action, NextAction
 from cairn.stages import Stage
-from cairn.workspace.base_checkout import (
-    left_locks,
-    locks_advice,
-)
+from cairn.workspace.base_checkout import stopped_git_advice
 from cairn.workspace.git import IDENTITY, try_git
 from cairn.workspace.mirror import checkout_changes
 
@@ -35,11 +32,11 @@ def _baseline(drive: Drive, upstream: Upstream) -> Result:
         shown = ", ".join(changes[:5]) + (
             f" and {len(changes) - 5} more" if len(changes) > 5 else ""
         )
-        locks = left_locks(room.repo, room.base_branch)
+        advice = stopped_git_advice(room.repo, room.base_branch)
         raise Blocked(
             f"the repository's checkout of {room.base_branch} has uncommitted changes ({shown}); "
             "cairn did not touch them. "
-            + (f"{locks_advice(locks)}, then resume" if locks else "Commit or stash them"),
+            + (f"{advice}, then resume" if advice else "Commit or stash them"),
             Evidence.of(Measurement("uncommitted_paths", len(changes))),
             next_actions=[drive.resume_step()],
         )

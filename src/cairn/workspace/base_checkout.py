@@ -25,24 +25,23 @@ def merge_carrier(target: str) -> str:
     return f"{_CARRIERS}{target}"
 
 
-def left_locks(repo: str, base_branch: str) -> list[str]:
-    """The lock files in a local room repository that make git refuse to change its checkout's
-    index or move the base branch, relative to its git folder ([] for a remote one)."""
+def stopped_git_advice(repo: str, base_branch: str) -> str | None:
+    """What to tell a person about the lock files in a local room repository that make git
+    refuse to change its checkout's index or move the base branch (named relative to its git
+    folder); None when there are none, or the repository is remote."""
     path = local_path(repo)
     if path is None or not path.is_dir():
-        return []
+        return None
     found = try_git("rev-parse", "--absolute-git-dir", "--git-common-dir", cwd=path)
     if found.returncode != 0:
-        return []
+        return None
     own, common = (Path(line) for line in found.stdout.split("\n")[:2])
     common = common if common.is_absolute() else path / common
     names = [(own, "index.lock"), (own, "HEAD.lock"), (own, "ORIG_HEAD.lock")]
     names += [(common, f"refs/heads/{base_branch}.lock"), (common, "packed-refs.lock")]
-    return [name for folder, name in names if (folder / name).exists()]
-
-
-def locks_advice(locks: list[str]) -> str:
-    """What to tell a person about `locks` (from `left_locks`)."""
+    locks = [name for folder, name in names if (folder / name).exists()]
+    if not locks:
+        return None
     return (
         f"A git that was stopped midway left {', '.join(locks)} in the repository's git "
         "folder; if no git is running there, delete those files"

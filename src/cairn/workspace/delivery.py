@@ -17,9 +17,8 @@ from pathlib import Path
 from cairn.errors import WorkspaceError
 from cairn.workspace.askpass import NO_CREDENTIAL_HELPERS, GitCredential, credential_environment
 from cairn.workspace.base_checkout import (
-    left_locks,
-    locks_advice,
     merge_carrier,
+    stopped_git_advice,
 )
 from cairn.workspace.git import (
     IDENTITY,
@@ -176,9 +175,9 @@ def _advance_base(mirror: Mirror, tip: str, target: str) -> MergeResult | None:
             return MergeResult(
                 False, None, f"{base} is checked out in another worktree of the room's repository"
             )
-        locks = left_locks(mirror.repo, base)
-        advice = f". {locks_advice(locks)}" if locks else ""
-        return MergeResult(False, None, f"the room's repository refused to move {base}{advice}")
+        advice = stopped_git_advice(mirror.repo, base)
+        said = f". {advice}" if advice else ""
+        return MergeResult(False, None, f"the room's repository refused to move {base}{said}")
     return MergeResult(True, target, None)
 
 
@@ -188,12 +187,12 @@ def _fast_forward_checkout(
     """Fast-forward a person's checkout of the base branch, only when it is clean."""
     base = mirror.base_branch
     if checkout_changes(mirror.repo, base):
-        locks = left_locks(mirror.repo, base)
+        advice = stopped_git_advice(mirror.repo, base)
         return MergeResult(
             False,
             None,
             f"{base} is checked out with local changes in the room's repository, and cairn "
-            "touched nothing there" + (f". {locks_advice(locks)}" if locks else ""),
+            "touched nothing there" + (f". {advice}" if advice else ""),
         )
     if run_git("rev-parse", "HEAD", cwd=checkout) != tip:
         return None
@@ -211,11 +210,9 @@ def _fast_forward_checkout(
         return MergeResult(True, target, None)
     if run_git("rev-parse", "HEAD", cwd=checkout) != tip:
         return None
-    locks = left_locks(mirror.repo, base)
-    if locks:
-        return MergeResult(
-            False, None, f"{base}'s checkout could not be moved. {locks_advice(locks)}"
-        )
+    advice = stopped_git_advice(mirror.repo, base)
+    if advice:
+        return MergeResult(False, None, f"{base}'s checkout could not be moved. {advice}")
     return MergeResult(
         False,
         None,
