@@ -283,3 +283,22 @@ def test_a_delivery_killed_while_its_hidden_ref_was_locked_is_retried(
     assert plain_git(project, "rev-parse", "cairn/job-1", "main") == f"{job_sha}\n{job_sha}"
     assert not any(lock.exists() for lock in left)
     assert plain_git(project, "for-each-ref", "refs/cairn/") == ""
+
+
+def test_a_push_killed_while_the_jobs_branch_was_locked_is_retried(
+    mirror: Mirror, project: Path, job_sha: str
+) -> None:
+    # The runner died inside the `update-ref` that creates the job's branch in the room's
+    # repository: its lock is left, the branch is not. The job's branch is cairn's own, so
+    # the retry clears a lock that old; a lock on any other branch stays where it is.
+    a_minute_ago = time.time() - 60
+    heads = project / ".git" / "refs" / "heads"
+    left, theirs = heads / "cairn" / "job-1.lock", heads / "feature.lock"
+    for lock in (left, theirs):
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        lock.write_text(f"{job_sha}\n")
+        os.utime(lock, (a_minute_ago, a_minute_ago))
+    push_branch(mirror, job_sha, "cairn/job-1")
+    assert plain_git(project, "rev-parse", "cairn/job-1") == job_sha
+    assert not left.exists()
+    assert theirs.read_text() == f"{job_sha}\n"

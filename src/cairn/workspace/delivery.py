@@ -236,6 +236,7 @@ def _create_branch(mirror: Mirror, sha: str, ref: str, failure: str) -> None:
     # creates it or fails. A hidden ref carries the objects in first.
     hidden = f"{_HIDDEN}push/{sha}"
     _publish(mirror, sha, hidden, failure)
+    _clear_dead_own_lock(target, ref)
     try:
         run_git(
             "update-ref", "-m", "cairn: push", ref, sha, "",
@@ -250,7 +251,7 @@ def _publish(mirror: Mirror, sha: str, ref: str, failure: str) -> None:
     failure = f"{failure} in the room's repository"
     target = local_path(mirror.repo)
     if target is not None and ref.startswith(_HIDDEN):
-        _clear_dead_hidden_lock(target, ref)
+        _clear_dead_own_lock(target, ref)
     if target is None:
         address = transport_address(mirror.repo)
         mirror.remote_git(
@@ -268,12 +269,13 @@ def _publish(mirror: Mirror, sha: str, ref: str, failure: str) -> None:
     )  # fmt: skip
 
 
-def _clear_dead_hidden_lock(repository: Path, ref: str) -> None:
-    """Remove the lock a killed cairn left on one of its hidden refs in a local repository.
+def _clear_dead_own_lock(repository: Path, ref: str) -> None:
+    """Remove the lock a killed cairn left on one of its own refs in a local repository.
 
-    Hidden refs are cairn's own, one per commit, written only by the runner delivering that
-    commit: a left lock (its git SIGKILLed with the runner) would fail every retry of the
-    delivery. Other locks in a person's repository are never touched.
+    Hidden refs (one per commit) and a job's branch (its name unique to the installation and
+    the job) are cairn's own, written only by the runner delivering that job: a left lock (its
+    git SIGKILLed with the runner) would fail every retry of the delivery. Other locks in a
+    person's repository are never touched.
     """
     dot_git = repository / ".git"
     refs_home = dot_git if dot_git.is_dir() else repository
