@@ -91,3 +91,29 @@ def test_a_lock_a_killed_git_left_in_a_bare_room_repository_is_named_and_left(
 
     lock.unlink()
     assert merge_into_base(mirror, sha, "Merge job 9") == MergeResult(True, sha, None)
+
+
+def test_in_a_linked_worktree_each_lock_is_named_with_the_folder_it_is_in(
+    tmp_path: Path, project: Path
+) -> None:
+    # The room's repository is a linked worktree with main checked out: its HEAD.lock is
+    # in the common git folder's worktrees/<name>/, its branch's lock in the common refs.
+    plain_git(project, "checkout", "--quiet", "-b", "elsewhere")
+    linked = tmp_path / "linked"
+    plain_git(project, "worktree", "add", "--quiet", str(linked), "main")
+    mirror = Mirror(tmp_path / "home2" / "room.git", str(linked), "main")
+    baseline = mirror.fetch_baseline()
+    tree = Worktree(mirror, tmp_path / "home2" / "job-9", "cairn/job-9")
+    tree.ensure(baseline)
+    (tree.path / "guide.md").write_text("# Guide\n")
+    sha = tree.commit(baseline, "Add a guide")
+    kill_fast_forward_midway(linked, mirror.path, sha)
+
+    result = merge_into_base(mirror, sha, "Merge job 9")
+    assert not result.merged and result.reason is not None
+    assert "left worktrees/linked/HEAD.lock, refs/heads/main.lock in the" in result.reason
+    assert str(tmp_path) not in result.reason
+    common = project / ".git"
+    assert (common / "worktrees" / "linked" / "HEAD.lock").exists()
+    assert (common / "refs" / "heads" / "main.lock").exists()
+    assert plain_git(linked, "rev-parse", "HEAD") == baseline

@@ -36,10 +36,14 @@ def stopped_git_advice(repo: str, base_branch: str) -> str | None:
     if found.returncode != 0:
         return None
     own, common = (Path(line) for line in found.stdout.split("\n")[:2])
-    common = common if common.is_absolute() else path / common
-    names = [(own, "index.lock"), (own, "HEAD.lock"), (own, "ORIG_HEAD.lock")]
-    names += [(common, f"refs/heads/{base_branch}.lock"), (common, "packed-refs.lock")]
-    locks = [name for folder, name in names if (folder / name).exists()]
+    common = (common if common.is_absolute() else path / common).resolve()
+    # A linked worktree's index and HEAD live in a folder of its own inside the common one
+    # (`worktrees/<name>`): named from the common folder, each lock says where it is.
+    own = own.resolve()
+    inside = own.relative_to(common) if own.is_relative_to(common) else Path()
+    names = [inside / lock for lock in ("index.lock", "HEAD.lock", "ORIG_HEAD.lock")]
+    names += [Path("refs", "heads", f"{base_branch}.lock"), Path("packed-refs.lock")]
+    locks = [name.as_posix() for name in names if (common / name).exists()]
     if not locks:
         return None
     return (
