@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -13,6 +15,7 @@ import pytest
 from cairn.errors import WorkspaceError
 from cairn.jobs.gc import prune_mirror
 from cairn.testing.repos import commit_file, make_sample_repo
+from cairn.workspace import fetch_stamp
 from cairn.workspace.mirror import Mirror, checkout_changes
 from cairn.workspace.worktree import Worktree
 
@@ -31,6 +34,67 @@ def test_fetch_baseline_follows_the_base_branch_as_it_moves(mirror: Mirror, proj
     first = mirror.fetch_baseline()
     newer = commit_file(project, "NOTES.md", "notes\n", "Add notes")
     assert mirror.fetch_baseline() == newer != first
+
+
+def _counting_fetches(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The threads' names, one per fetch from the room's repository made from now on."""
+    fetches: list[str] = []
+    real = Mirror._fetch_base
+
+    def counted(self: Mirror) -> None:
+        fetches.append(threading.current_thread().name)
+        real(self)
+
+    monkeypatch.setattr(Mirror, "_fetch_base", counted)
+    return fetches
+
+
+def test_a_fetch_that_started_after_a_job_asked_serves_that_job_too(
+    mirror: Mirror, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mirror.fetch_baseline()  # the clone
+    fetches = _counting_fetches(monkeypatch)
+    asked = threading.Event()
+    real_now = fetch_stamp.now
+
+    def now() -> fetch_stamp.Moment | None:
+        moment = real_now()
+        if threading.current_thread().name == "waiting job":
+            asked.set()
+        return moment
+
+    monkeypatch.setattr(fetch_stamp, "now", now)
+    got: list[str] = []
+    with mirror.fetch_lock():  # another job's fetch holds the lock
+        waiting = threading.Thread(
+            target=lambda: got.append(mirror.fetch_baseline()), name="waiting job"
+        )
+        waiting.start()
+        assert asked.wait(10)
+        newer = commit_file(project, "NOTES.md", "notes\n", "Add notes")
+        assert mirror.fetch_baseline() == newer  # started after the waiting job asked
+    waiting.join(10)
+    assert got == [newer] and fetches == ["MainThread"]
+
+    # A fetch that started before a call asked never serves it.
+    newest = commit_file(project, "NOTES.md", "more notes\n", "More notes")
+    assert mirror.fetch_baseline() == newest
+    assert fetches == ["MainThread", "MainThread"]
+
+
+def test_a_fetch_of_another_address_or_branch_serves_no_one(
+    mirror: Mirror, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mirror.fetch_baseline()
+    fetches = _counting_fetches(monkeypatch)
+    stamp = mirror.path / "cairn-fetched"
+    recorded = json.loads(stamp.read_text())
+    for changed in ({"repo": "elsewhere"}, {"branch": "develop"}, {"boot": "another boot"}):
+        later = {**recorded, "at": recorded["at"] + 3600, **changed}  # as if fetched later
+        stamp.write_text(json.dumps(later))
+        newer = commit_file(project, "NOTES.md", f"{changed}\n", "Notes")
+        assert mirror.fetch_baseline() == newer
+    assert len(fetches) == 3
 
 
 def test_fetch_baseline_from_a_bare_repository_by_file_url(tmp_path: Path, project: Path) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 from cairn.errors import WorkspaceError
 from cairn.locks import ReentrantLock
+from cairn.workspace import fetch_stamp
 from cairn.workspace.askpass import NO_CREDENTIAL_HELPERS, GitCredential, credential_environment
 from cairn.workspace.commands import MATERIALIZED_FOLDERS
 from cairn.workspace.git import (
@@ -181,14 +182,22 @@ class Mirror:
             return run_git(*NO_CREDENTIAL_HELPERS, *args, env=env, **kwargs)
 
     def fetch_baseline(self) -> str:
-        """Fetch the authoritative base branch (cloning first if needed); return its tip."""
+        """Fetch the authoritative base branch (cloning first if needed); return its tip.
+
+        A fetch that started after this call did, which it waited for under the fetch lock
+        (another job's), serves as its own: see `fetch_stamp`.
+        """
         check_branch_name(self.base_branch)
+        asked = fetch_stamp.now()
         with self.fetch_lock():
             if not self.exists():
                 self._clone()
             self._exclude_materialized()
-            self.clear_dead_lock(self.base_ref)
-            self._fetch_base()
+            if not fetch_stamp.fetched_since(self.path, self.repo, self.base_branch, asked):
+                self.clear_dead_lock(self.base_ref)
+                started = fetch_stamp.now()
+                self._fetch_base()
+                fetch_stamp.record(self.path, self.repo, self.base_branch, started)
             return self.git("rev-parse", "--verify", f"{self.base_ref}^{{commit}}")
 
     def _clone(self) -> None:
