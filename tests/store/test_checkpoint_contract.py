@@ -98,8 +98,9 @@ def test_the_holder_of_a_workspace_is_replaced_not_added(store: Store) -> None:
         assert workspace_hosts.holder(conn, job.id) == "host-b"
 
 
-def _beats(conn: sa.Connection, host: str, at: datetime) -> None:
-    """A runner of `host` (its workspaces' host) last heard of `at`."""
+def _beats(conn: sa.Connection, host: str, at: datetime, lease: float = 10) -> None:
+    """A runner of `host` (its workspaces' host), with a lease of `lease` seconds, last heard
+    of `at`."""
     runner_id = f"runner-of-{host}-{at.timestamp()}"
     runner_ledger.register(
         conn,
@@ -108,26 +109,28 @@ def _beats(conn: sa.Connection, host: str, at: datetime) -> None:
         workspace_host=host,
         pid=1,
         concurrency=1,
-        lease_seconds=10,
+        lease_seconds=lease,
     )
     conn.execute(sa.update(runners).where(runners.c.id == runner_id).values(heartbeat_at=at))
 
 
 def _claim_as(store: Store, host: str, now: datetime, wait: float = 30) -> Job | None:
-    def defer(at: datetime) -> Any:
-        return workspace_hosts.held_elsewhere(host, at, alive_seconds=10, wait_seconds=wait)
+    def defer(conn: sa.Connection, at: datetime) -> Any:
+        return workspace_hosts.held_elsewhere(conn, host, at, wait_seconds=wait)
 
     with store.begin() as conn:
         return leases.claim(conn, f"runner-of-{host}", 60, now=now, defer=defer)
 
 
-def _queued_on(store: Store, holder: str | None, beat: datetime | None) -> tuple[Job, datetime]:
+def _queued_on(
+    store: Store, holder: str | None, beat: datetime | None, lease: float = 10
+) -> tuple[Job, datetime]:
     (job,) = submit_jobs(store)
     with store.begin() as conn:
         if holder is not None:
             workspace_hosts.hold(conn, job.id, holder)
         if beat is not None and holder is not None:
-            _beats(conn, holder, beat)
+            _beats(conn, holder, beat, lease)
         queued = job_ledger.get_job(conn, job.id)
     return queued, queued.updated_at
 
@@ -149,6 +152,21 @@ def test_a_job_waits_only_a_short_time_for_its_host(store: Store) -> None:
 def test_a_job_never_waits_for_a_dead_host(store: Store) -> None:
     job, since = _queued_on(store, "host-a", datetime.now(UTC) - timedelta(hours=1))
     taken = _claim_as(store, "host-b", since + timedelta(seconds=1))
+    assert taken is not None and taken.id == job.id
+
+
+def test_a_holders_runner_is_judged_alive_by_its_own_lease(store: Store) -> None:
+    # The holder's runner renews every third of a 10-minute lease: a heartbeat 2 minutes
+    # old is on time, whatever lease the claiming runner itself was started with.
+    job, since = _queued_on(store, "host-a", datetime.now(UTC) + timedelta(hours=1), lease=600)
+    soon = since + timedelta(seconds=1)
+    with store.begin() as conn:
+        conn.execute(sa.update(runners).values(heartbeat_at=soon - timedelta(minutes=2)))
+    assert _claim_as(store, "host-b", soon) is None, "host A's runner is not lost"
+    # A runner with a 10-second lease last heard of 2 minutes ago is lost.
+    with store.begin() as conn:
+        conn.execute(sa.update(runners).values(lease_seconds=10))
+    taken = _claim_as(store, "host-b", soon)
     assert taken is not None and taken.id == job.id
 
 

@@ -114,15 +114,12 @@ class Runner:
             self.wait_for_work()
         return driven
 
-    def _held_elsewhere(self, now: datetime) -> sa.ColumnElement[bool]:
+    def _held_elsewhere(self, conn: sa.Connection, now: datetime) -> sa.ColumnElement[bool]:
         """Affinity: jobs whose workspace is on another live host wait a little for it."""
         if self.config.affinity_seconds <= 0:
             return sa.false()
         return workspace_hosts.held_elsewhere(
-            self.host,
-            now,
-            alive_seconds=self.config.lease_seconds,
-            wait_seconds=self.config.affinity_seconds,
+            conn, self.host, now, wait_seconds=self.config.affinity_seconds
         )
 
     def _fire_schedules(self) -> None:

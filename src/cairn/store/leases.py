@@ -20,13 +20,13 @@ def claim(
     *,
     job_id: int | None = None,
     now: datetime | None = None,
-    defer: Callable[[datetime], sa.ColumnElement[bool]] | None = None,
+    defer: Callable[[sa.Connection, datetime], sa.ColumnElement[bool]] | None = None,
 ) -> Job | None:
     """Claim one runnable job (queued, or running under an expired lease) with a new token.
 
     PostgreSQL skips rows another runner is claiming (`FOR UPDATE SKIP LOCKED`); SQLite
     serializes writers with BEGIN IMMEDIATE, so both give each job to exactly one runner.
-    `defer(now)` names jobs this runner leaves to another for now (see `workspace_hosts`).
+    `defer(conn, now)` names jobs this runner leaves to another for now (see `workspace_hosts`).
     """
     now = now or database_now(conn)
     runnable = sa.or_(
@@ -40,7 +40,7 @@ def claim(
     if job_id is not None:
         query = query.where(jobs.c.id == job_id)
     if defer is not None:
-        query = query.where(sa.not_(defer(now)))
+        query = query.where(sa.not_(defer(conn, now)))
     row = conn.execute(query.order_by(jobs.c.id).limit(1).with_for_update(skip_locked=True)).first()
     if row is None:
         return None

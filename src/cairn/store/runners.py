@@ -71,6 +71,21 @@ def unregister(conn: sa.Connection, runner_id: str) -> None:
     conn.execute(sa.delete(runners).where(runners.c.id == runner_id))
 
 
+def live_workspace_hosts(conn: sa.Connection, now: datetime) -> frozenset[str]:
+    """The workspace hosts with a runner not lost at `now`, each judged by its own lease."""
+    rows = conn.execute(
+        sa.select(runners.c.workspace_host, runners.c.heartbeat_at, runners.c.lease_seconds)
+    )
+    return frozenset(
+        row.workspace_host for row in rows if not _lost(row.heartbeat_at, row.lease_seconds, now)
+    )
+
+
+def _lost(heartbeat_at: datetime, lease_seconds: float, now: datetime) -> bool:
+    """Not heard from for a whole lease of its own (a runner's lease is its own setting)."""
+    return heartbeat_at + timedelta(seconds=lease_seconds) < now
+
+
 def list_runners(conn: sa.Connection) -> list[RunnerView]:
     """Every runner in the ledger, oldest first, each with the jobs it holds."""
     now = database_now(conn)
@@ -91,7 +106,7 @@ def list_runners(conn: sa.Connection) -> list[RunnerView]:
             concurrency=row.concurrency,
             started_at=row.started_at,
             heartbeat_at=row.heartbeat_at,
-            lost=row.heartbeat_at + timedelta(seconds=row.lease_seconds) < now,
+            lost=_lost(row.heartbeat_at, row.lease_seconds, now),
             jobs=tuple(held.get(row.id, ())),
         )
         for row in rows

@@ -12,7 +12,8 @@ from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 
-from cairn.store.schema import jobs, runners, utcnow, workspace_holders
+from cairn.store.runners import live_workspace_hosts
+from cairn.store.schema import jobs, utcnow, workspace_holders
 
 
 def holder(conn: sa.Connection, job_id: int) -> str | None:
@@ -32,20 +33,20 @@ def hold(conn: sa.Connection, job_id: int, host: str) -> None:
 
 
 def held_elsewhere(
-    host: str, now: datetime, *, alive_seconds: float, wait_seconds: float
+    conn: sa.Connection, host: str, now: datetime, *, wait_seconds: float
 ) -> sa.ColumnElement[bool]:
-    """A claim condition: the job's workspace is on another host whose runner is alive, and
-    the job became runnable less than `wait_seconds` ago: that host should get it first."""
-    alive = now - timedelta(seconds=alive_seconds)
-    recent = now - timedelta(seconds=wait_seconds)
+    """A claim condition: the job's workspace is on another host with a runner that is not
+    lost (judged by that runner's own lease, as `cairn runners` shows it), and the job became
+    runnable less than `wait_seconds` ago: that host should get it first."""
+    live = live_workspace_hosts(conn, now) - {host}
+    if not live:
+        return sa.false()
     live_holder = (
         sa.select(workspace_holders.c.job_id)
-        .join(runners, runners.c.workspace_host == workspace_holders.c.host)
         .where(
             workspace_holders.c.job_id == jobs.c.id,
-            workspace_holders.c.host != host,
-            runners.c.heartbeat_at > alive,
+            workspace_holders.c.host.in_(sorted(live)),
         )
         .exists()
     )
-    return sa.and_(live_holder, jobs.c.updated_at > recent)
+    return sa.and_(live_holder, jobs.c.updated_at > now - timedelta(seconds=wait_seconds))
