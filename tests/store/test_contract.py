@@ -139,6 +139,21 @@ def test_a_read_sees_the_last_commit_while_a_writer_holds_its_transaction(store:
         assert [user.name for user in identity.list_users(conn)] == ["alice", "bob"]
 
 
+def test_a_read_sees_one_state_of_the_store_from_its_first_statement_to_its_end(
+    store: Store,
+) -> None:
+    with store.begin() as conn:
+        identity.add_user(conn, "alice")
+    with store.read() as conn:
+        before = [user.name for user in identity.list_users(conn)]
+        with store.begin() as other:  # committed while the read is open
+            identity.add_user(other, "bob")
+        after = [user.name for user in identity.list_users(conn)]
+    assert before == after == ["alice"]
+    with store.read() as conn:
+        assert [user.name for user in identity.list_users(conn)] == ["alice", "bob"]
+
+
 def test_a_write_through_the_read_door_is_refused(store: Store) -> None:
     with store.read() as conn, pytest.raises(sa.exc.DBAPIError):
         identity.add_user(conn, "alice")

@@ -89,8 +89,12 @@ class Store:
                 yield connection
         elif self.dialect == "postgresql":
             with self.engine.connect() as connection:
-                # psycopg opens the transaction READ ONLY; the pool resets it on return.
-                connection.execution_options(postgresql_readonly=True)
+                # psycopg opens the transaction READ ONLY and REPEATABLE READ (every statement
+                # sees the snapshot of the first, which READ COMMITTED would not give); the
+                # pool resets both on return. A read-only transaction never fails to serialize.
+                connection.execution_options(
+                    postgresql_readonly=True, isolation_level="REPEATABLE READ"
+                )
                 with connection.begin():
                     yield connection
         else:
