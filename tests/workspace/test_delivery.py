@@ -20,6 +20,7 @@ from cairn.workspace.delivery import (
     push_branch,
     remote_branch_sha,
 )
+from cairn.workspace.git import GitError
 from cairn.workspace.mirror import Mirror
 from cairn.workspace.worktree import Worktree
 
@@ -302,3 +303,40 @@ def test_a_push_killed_while_the_jobs_branch_was_locked_is_retried(
     assert plain_git(project, "rev-parse", "cairn/job-1") == job_sha
     assert not left.exists()
     assert theirs.read_text() == f"{job_sha}\n"
+
+
+@pytest.mark.parametrize("layout", ["linked worktree", "separate git folder"])
+def test_a_killed_push_is_retried_where_the_git_folder_is_not_inside_the_checkout(
+    tmp_path: Path, project: Path, layout: str
+) -> None:
+    # The room's checkout has a `.git` file: the job branch's lock is in another folder.
+    if layout == "linked worktree":
+        plain_git(project, "checkout", "--quiet", "-b", "elsewhere")
+        room = tmp_path / "linked"
+        plain_git(project, "worktree", "add", "--quiet", str(room), "main")
+        refs = project / ".git" / "refs"
+    else:
+        room, refs = project, tmp_path / "elsewhere.git" / "refs"
+        plain_git(project, "init", "--quiet", f"--separate-git-dir={refs.parent}")
+    mirror, tree, sha = _server_room(tmp_path, room)
+    assert tree.branch == "cairn/job-9"
+    left = refs / "heads" / "cairn" / "job-9.lock"
+    left.parent.mkdir(parents=True, exist_ok=True)
+    left.write_text("left by a killed git\n")
+    a_minute_ago = time.time() - 60
+    os.utime(left, (a_minute_ago, a_minute_ago))
+    push_branch(mirror, sha, "cairn/job-9")
+    assert plain_git(room, "rev-parse", "cairn/job-9") == sha
+    assert not left.exists()
+
+
+def test_a_push_blocked_by_a_persons_branch_named_like_its_folder_fails_in_plain_words(
+    mirror: Mirror, project: Path, job_sha: str
+) -> None:
+    # `refs/heads/cairn` is a file (a person's branch `cairn`): git cannot create
+    # `cairn/job-1` beside it, and no lock can be there either.
+    plain_git(project, "branch", "cairn")
+    with pytest.raises(GitError, match="could not push branch cairn/job-1"):
+        push_branch(mirror, job_sha, "cairn/job-1")
+    assert plain_git(project, "for-each-ref", "refs/cairn/") == ""
+    assert plain_git(project, "rev-parse", "cairn") == plain_git(project, "rev-parse", "main")

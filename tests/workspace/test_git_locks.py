@@ -63,3 +63,12 @@ def test_looks_and_removals_are_made_holding_the_given_lock(tmp_path: Path) -> N
 
     assert clear_stale([lock], 0.3, held=Held) == ["packed-refs.lock"]
     assert len(looks) >= 2 and looks[-1] is False, "waited outside, removed inside"
+
+
+def test_a_folder_of_that_name_or_a_file_where_git_needs_a_folder_is_no_lock(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "refs.lock").mkdir()  # git never locks with a folder: someone else's
+    branch = _plant(tmp_path / "cairn", age=60)  # refs/heads/cairn: a branch, not a folder
+    assert clear_stale([tmp_path / "refs.lock", branch / "job-1.lock"], 1) == []
+    assert (tmp_path / "refs.lock").is_dir() and branch.is_file()

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cairn.workspace.git import local_path, try_git
+from cairn.workspace.git import git_folders, local_path
 
 _CARRIERS = "refs/cairn/merge/"
 
@@ -30,23 +30,20 @@ def stopped_git_advice(repo: str, base_branch: str) -> str | None:
     refuse to change its checkout's index or move the base branch (named relative to its git
     folder); None when there are none, or the repository is remote."""
     path = local_path(repo)
-    if path is None or not path.is_dir():
+    folders = git_folders(path) if path is not None and path.is_dir() else None
+    if folders is None:
         return None
-    found = try_git("rev-parse", "--absolute-git-dir", "--git-common-dir", cwd=path)
-    if found.returncode != 0:
-        return None
-    own, common = (Path(line) for line in found.stdout.split("\n")[:2])
-    common = (common if common.is_absolute() else path / common).resolve()
+    own, common = folders
     # A linked worktree's index and HEAD live in a folder of its own inside the common one
     # (`worktrees/<name>`): named from the common folder, each lock says where it is.
-    own = own.resolve()
     inside = own.relative_to(common) if own.is_relative_to(common) else Path()
     names = [inside / lock for lock in ("index.lock", "HEAD.lock", "ORIG_HEAD.lock")]
     names += [Path("refs", "heads", f"{base_branch}.lock"), Path("packed-refs.lock")]
     locks = [name.as_posix() for name in names if (common / name).exists()]
     if not locks:
         return None
+    where = "git folder" if own == common else "main git folder (its worktrees share it)"
     return (
-        f"A git that was stopped midway left {', '.join(locks)} in the repository's git "
-        "folder; if no git is running there, delete those files"
+        f"A git that was stopped midway left {', '.join(locks)} in the repository's {where}; "
+        "if no git is running there, delete those files"
     )

@@ -11,6 +11,7 @@ its hardened settings apply. Remote URLs are pushed to as usual; their hooks run
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from cairn.workspace.git import (
     LOCAL_TRANSPORT,
     GitError,
     check_branch_name,
+    git_folders,
     local_path,
     run_git,
     transport_address,
@@ -236,11 +238,14 @@ def _create_branch(mirror: Mirror, sha: str, ref: str, failure: str) -> None:
     # creates it or fails. A hidden ref carries the objects in first.
     hidden = f"{_HIDDEN}push/{sha}"
     _publish(mirror, sha, hidden, failure)
-    _clear_dead_own_lock(target, ref)
     try:
-        run_git(
-            "update-ref", "-m", "cairn: push", ref, sha, "",
-            cwd=target, failure=f"{failure} in the room's repository",
+        _past_dead_lock(
+            target,
+            ref,
+            lambda: run_git(
+                "update-ref", "-m", "cairn: push", ref, sha, "",
+                cwd=target, failure=f"{failure} in the room's repository",
+            ),
         )  # fmt: skip
     finally:
         try_git("update-ref", "-d", hidden, cwd=target)
@@ -250,8 +255,6 @@ def _publish(mirror: Mirror, sha: str, ref: str, failure: str) -> None:
     """Point `ref` in the room's repository at `sha` from the mirror, never forcing."""
     failure = f"{failure} in the room's repository"
     target = local_path(mirror.repo)
-    if target is not None and ref.startswith(_HIDDEN):
-        _clear_dead_own_lock(target, ref)
     if target is None:
         address = transport_address(mirror.repo)
         mirror.remote_git(
@@ -259,28 +262,40 @@ def _publish(mirror: Mirror, sha: str, ref: str, failure: str) -> None:
             cwd=mirror.path, failure=failure, timeout=mirror.git_timeout,
         )  # fmt: skip
         return
+
     # Runs inside the person's repository, whose config is not cairn's: the file protocol only,
     # so its `url.*.insteadOf` cannot turn this into an ssh call running its `core.sshCommand`.
-    run_git(
-        *LOCAL_TRANSPORT,
-        "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules",
-        "--", str(mirror.path.absolute()), f"{sha}:{ref}",
-        cwd=target, failure=failure, timeout=mirror.git_timeout,
-    )  # fmt: skip
+    def fetch() -> None:
+        run_git(
+            *LOCAL_TRANSPORT,
+            "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules",
+            "--", str(mirror.path.absolute()), f"{sha}:{ref}",
+            cwd=target, failure=failure, timeout=mirror.git_timeout,
+        )  # fmt: skip
+
+    if ref.startswith(_HIDDEN):
+        _past_dead_lock(target, ref, fetch)
+    else:
+        fetch()
 
 
-def _clear_dead_own_lock(repository: Path, ref: str) -> None:
-    """Remove the lock a killed cairn left on one of its own refs in a local repository.
+def _past_dead_lock(repository: Path, ref: str, write: Callable[[], object]) -> None:
+    """Run `write`, which sets one of cairn's own refs in a local repository; when it fails
+    because a killed cairn left that ref locked, clear the lock and run it once more.
 
     Hidden refs (one per commit) and a job's branch (its name unique to the installation and
     the job) are cairn's own, written only by the runner delivering that job: a left lock (its
-    git SIGKILLed with the runner) would fail every retry of the delivery. Other locks in a
-    person's repository are never touched.
+    git SIGKILLed with the runner) would fail every retry of the delivery. The lock is looked
+    for where git keeps the ref (the common git folder, also of a linked worktree), and only
+    after a failure. Other locks in a person's repository are never touched.
     """
-    dot_git = repository / ".git"
-    refs_home = dot_git if dot_git.is_dir() else repository
-    if (refs_home / "refs").is_dir():  # a worktree's `.git` file: its refs are elsewhere
-        clear_stale([refs_home / f"{ref}.lock"], DEAD_AFTER)
+    try:
+        write()
+    except GitError:
+        folders = git_folders(repository)
+        if folders is None or not clear_stale([folders[1] / f"{ref}.lock"], DEAD_AFTER):
+            raise
+        write()
 
 
 def _is_ancestor(mirror: Mirror, ancestor: str, descendant: str) -> bool:

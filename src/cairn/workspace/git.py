@@ -218,6 +218,17 @@ def transport_settings(repo: str) -> tuple[str, ...]:
     return LOCAL_TRANSPORT if local_path(repo) is not None else ()
 
 
+def git_folders(path: Path) -> tuple[Path, Path] | None:
+    """The git folder of the repository at `path` and the common one its worktrees share
+    (the same folder unless `path` is a linked worktree), resolved; None when git finds no
+    repository there."""
+    found = try_git("rev-parse", "--absolute-git-dir", "--git-common-dir", cwd=path)
+    if found.returncode != 0:
+        return None
+    own, common = (Path(line) for line in found.stdout.split("\n")[:2])
+    return own.resolve(), (common if common.is_absolute() else path / common).resolve()
+
+
 def check_branch_name(branch: str) -> None:
     """Refuse a branch name git would not accept, before it reaches any refspec."""
     if _PLAIN_BRANCH.fullmatch(branch):

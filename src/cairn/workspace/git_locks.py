@@ -9,6 +9,7 @@ git can still hold it.
 from __future__ import annotations
 
 import contextlib
+import stat
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
@@ -42,9 +43,11 @@ def clear_stale(
         with held():
             for lock in locks:
                 try:
-                    status = lock.stat()
-                except FileNotFoundError:
-                    continue
+                    status = lock.lstat()
+                except (FileNotFoundError, NotADirectoryError):
+                    continue  # none there (or a file where git would need a folder)
+                if stat.S_ISDIR(status.st_mode):
+                    continue  # not a lock git took (and nothing `unlink` could remove)
                 first = seen.setdefault((lock, status.st_ino), time.monotonic())
                 age = max(time.time() - status.st_mtime, time.monotonic() - first)
                 if age >= older_than:
