@@ -82,19 +82,70 @@ def test_a_fetch_that_started_after_a_job_asked_serves_that_job_too(
     assert fetches == ["MainThread", "MainThread"]
 
 
-def test_a_fetch_of_another_address_or_branch_serves_no_one(
+def test_a_fetch_serves_no_one_unless_every_clock_says_it_started_later(
     mirror: Mirror, project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     mirror.fetch_baseline()
     fetches = _counting_fetches(monkeypatch)
     stamp = mirror.path / "cairn-fetched"
     recorded = json.loads(stamp.read_text())
-    for changed in ({"repo": "elsewhere"}, {"branch": "develop"}, {"boot": "another boot"}):
-        later = {**recorded, "at": recorded["at"] + 3600, **changed}  # as if fetched later
-        stamp.write_text(json.dumps(later))
-        newer = commit_file(project, "NOTES.md", f"{changed}\n", "Notes")
-        assert mirror.fetch_baseline() == newer
-    assert len(fetches) == 3
+    later = {**recorded, "monotonic": recorded["monotonic"] + 3600}
+    later["wall"] = recorded["wall"] + 3600
+    stamp.write_text(json.dumps(later))  # as if fetched an hour from now: serves
+    assert mirror.fetch_baseline() == plain_git(project, "rev-parse", "main")
+    assert fetches == []
+    # Another address, another branch, another boot or time namespace, a monotonic clock
+    # offset (a restored snapshot, a time namespace) against the wall clock, or the reverse.
+    changes: list[dict[str, object]] = [
+        {"repo": "elsewhere"},
+        {"branch": "develop"},
+        {"clock": "another boot/1"},
+        {"wall": recorded["wall"] - 60},
+        {"monotonic": recorded["monotonic"] - 60},
+        {"monotonic": float("inf")},
+    ]
+    for number, changed in enumerate(changes):
+        stamp.write_text(json.dumps({**later, **changed}))
+        newer = commit_file(project, "NOTES.md", f"{number}\n", "Notes")
+        assert mirror.fetch_baseline() == newer, changed
+    assert len(fetches) == len(changes)
+
+
+def test_a_fetch_that_never_finished_leaves_no_stamp_to_serve_anyone(
+    mirror: Mirror, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mirror.fetch_baseline()
+    asked = fetch_stamp.now()
+    real = Mirror._fetch_base
+
+    def killed(self: Mirror) -> None:
+        real(self)  # the ref moved, then the runner died before stamping it
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Mirror, "_fetch_base", killed)
+    with pytest.raises(KeyboardInterrupt):
+        mirror.fetch_baseline()
+    assert not (mirror.path / "cairn-fetched").exists()
+    assert not fetch_stamp.fetched_since(mirror.path, mirror.repo, "main", asked)
+
+
+@pytest.mark.parametrize("planted", ["folder", "fifo", "garbage", "huge"])
+def test_whatever_lies_at_the_stamp_a_fetch_is_made_and_nothing_hangs(
+    mirror: Mirror, project: Path, planted: str
+) -> None:
+    mirror.fetch_baseline()
+    stamp = mirror.path / "cairn-fetched"
+    stamp.unlink()
+    if planted == "folder":
+        stamp.mkdir()
+    elif planted == "fifo":
+        os.mkfifo(stamp)
+    else:
+        stamp.write_text("{not json" if planted == "garbage" else " " * 10_000 + "{}")
+    newer = commit_file(project, "NOTES.md", "notes\n", "Add notes")
+    assert mirror.fetch_baseline() == newer
+    assert mirror.fetch_baseline() == newer
+    assert [p.name for p in mirror.path.iterdir() if p.name.startswith(".cairn")] == []
 
 
 def test_fetch_baseline_from_a_bare_repository_by_file_url(tmp_path: Path, project: Path) -> None:

@@ -4,43 +4,72 @@ Every job fetches the room's base branch before it starts (its baseline must be 
 as it is now), under the mirror's fetch lock. Jobs of one room on one host queue there; a
 job that waited while another job's fetch ran, and that fetch *started after this job asked*,
 would only fetch again what that fetch has just seen: the remote's state it read is no older
-than the one a fetch of its own would read. The stamp records that start, on the host-wide
-monotonic clock of this boot, beside what was fetched (address and branch).
+than the one a fetch of its own would read.
+
+"Started after" must hold for certain, or a job would build on an old baseline: the stamp
+records the start on two clocks, the host's monotonic clock (immune to the wall clock being
+set) and the wall clock (immune to a monotonic clock that restarted or was offset: a
+snapshot restored, a container in a time namespace of its own), with the boot and the time
+namespace that monotonic reading belongs to. A fetch serves a later call only when every one
+of them agrees; when any cannot be read or compared, the call fetches. The stamp is removed
+before each fetch and written once the fetch is done, so a fetch that never finished leaves
+no stamp at all.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import os
-import tempfile
+import stat
 import time
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 _STAMP = "cairn-fetched"
+_LIMIT = 4096
 
 
 @dataclass(frozen=True)
 class Moment:
-    """A point on this host's monotonic clock, valid for the boot it was read in."""
+    """A moment on this host's clocks; `clock` names the monotonic clock it was read from."""
 
-    boot: str
-    at: float
+    clock: str
+    monotonic: float
+    wall: float
+
+    def not_before(self, other: Moment) -> bool:
+        """Whether this moment is certainly not earlier than `other`."""
+        return (
+            self.clock == other.clock
+            and self.monotonic >= other.monotonic
+            and self.wall >= other.wall
+        )
 
 
 @cache
-def _boot() -> str | None:
+def _clock() -> str | None:
+    """The monotonic clock of this process: its boot and its time namespace."""
     try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text(encoding="ascii").strip()
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text(encoding="ascii").strip()
     except OSError:
         return None  # no way to tell boots apart: every fetch is made afresh
+    try:
+        namespace = str(os.stat("/proc/self/ns/time").st_ino)
+    except FileNotFoundError:
+        namespace = "none"  # a kernel without time namespaces
+    except OSError:
+        return None
+    return f"{boot}/{namespace}"
 
 
 def now() -> Moment | None:
     """This moment, or None where moments of separate processes cannot be compared."""
-    boot = _boot()
-    return None if boot is None else Moment(boot, time.monotonic())
+    clock = _clock()
+    return None if clock is None else Moment(clock, time.monotonic(), time.time())
 
 
 def fetched_since(mirror: Path, repo: str, branch: str, moment: Moment | None) -> bool:
@@ -48,22 +77,58 @@ def fetched_since(mirror: Path, repo: str, branch: str, moment: Moment | None) -
     `moment` (call holding the fetch lock)."""
     if moment is None:
         return False
+    stamp = _read(mirror / _STAMP)
     try:
-        stamp = json.loads((mirror / _STAMP).read_text(encoding="utf-8"))
-        started = Moment(str(stamp["boot"]), float(stamp["at"]))
+        started = Moment(str(stamp["clock"]), float(stamp["monotonic"]), float(stamp["wall"]))
         fetched = (str(stamp["repo"]), str(stamp["branch"]))
-    except (OSError, ValueError, KeyError, TypeError):
+    except (KeyError, TypeError, ValueError):
         return False
-    return started.boot == moment.boot and started.at >= moment.at and fetched == (repo, branch)
+    finite = math.isfinite(started.monotonic) and math.isfinite(started.wall)
+    return finite and started.not_before(moment) and fetched == (repo, branch)
+
+
+def forget(mirror: Path) -> None:
+    """Remove the stamp before a fetch (call holding the fetch lock)."""
+    # A folder there is never read as a stamp: no fetch is taken for another while it is.
+    with contextlib.suppress(IsADirectoryError):
+        (mirror / _STAMP).unlink(missing_ok=True)
 
 
 def record(mirror: Path, repo: str, branch: str, started: Moment | None) -> None:
-    """Note a fetch that completed and started at `started` (call holding the fetch lock)."""
+    """Note a fetch that completed and started at `started` (call holding the fetch lock,
+    after `forget`). Best effort: without a stamp the next call fetches for itself."""
     if started is None:
         return
-    stamp = {"boot": started.boot, "at": started.at, "repo": repo, "branch": branch}
-    with tempfile.NamedTemporaryFile(
-        "w", encoding="utf-8", dir=mirror, prefix=f".{_STAMP}-", delete=False
-    ) as written:
+    stamp = {
+        "clock": started.clock,
+        "monotonic": started.monotonic,
+        "wall": started.wall,
+        "repo": repo,
+        "branch": branch,
+    }
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+    try:
+        fd = os.open(mirror / _STAMP, flags, 0o600)
+    except OSError:
+        return
+    with os.fdopen(fd, "w", encoding="utf-8") as written:
         json.dump(stamp, written)
-    os.replace(written.name, mirror / _STAMP)
+
+
+def _read(path: Path) -> dict[str, Any]:
+    """The stamp's fields; empty when it is missing, not a plain file, or not a stamp."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return {}
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return {}  # a folder, or a FIFO that would never answer
+        data = os.read(fd, _LIMIT + 1)
+    finally:
+        os.close(fd)
+    try:
+        fields = json.loads(data) if len(data) <= _LIMIT else None
+    except ValueError:
+        return {}
+    return fields if isinstance(fields, dict) else {}

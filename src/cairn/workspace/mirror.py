@@ -194,6 +194,7 @@ class Mirror:
                 self._clone()
             self._exclude_materialized()
             if not fetch_stamp.fetched_since(self.path, self.repo, self.base_branch, asked):
+                fetch_stamp.forget(self.path)
                 self.clear_dead_lock(self.base_ref)
                 started = fetch_stamp.now()
                 self._fetch_base()
