@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -9,10 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cairn.errors import WorkspaceError
+from cairn.testing.repos import make_sample_repo
 from cairn.workspace.git import (
     GitError,
     check_branch_name,
     git_environment,
+    git_folders,
     local_path,
     run_git,
     transport_address,
@@ -115,3 +118,18 @@ def test_a_branch_name_is_accepted_only_where_git_accepts_it(name: str) -> None:
         ours = False
     gits = try_git("check-ref-format", f"refs/heads/{name}", cwd="/").returncode == 0
     assert ours == (gits and not name.startswith("-"))
+
+
+def test_git_folders_names_both_folders_whatever_the_folder_is_called(tmp_path: Path) -> None:
+    project = make_sample_repo(tmp_path / "a\nb" / "project")
+    common = (project / ".git").resolve()
+    assert git_folders(project) == (common, common)
+    linked = tmp_path / "linked\nworktree"
+    subprocess.run(
+        ["git", "worktree", "add", "--quiet", "-b", "other", str(linked)],
+        cwd=project, check=True, capture_output=True,
+    )  # fmt: skip
+    own, shared = git_folders(linked) or (None, None)
+    assert shared == common and own is not None and own.parent == common / "worktrees"
+    assert git_folders(tmp_path / "missing") is None
+    assert git_folders(tmp_path) is None

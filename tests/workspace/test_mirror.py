@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
@@ -83,32 +84,57 @@ def test_a_fetch_that_started_after_a_job_asked_serves_that_job_too(
 
 
 def test_a_fetch_serves_no_one_unless_every_clock_says_it_started_later(
-    mirror: Mirror, project: Path, monkeypatch: pytest.MonkeyPatch
+    mirror: Mirror, project: Path
 ) -> None:
+    asked = fetch_stamp.now()
+    assert asked is not None
     mirror.fetch_baseline()
-    fetches = _counting_fetches(monkeypatch)
     stamp = mirror.path / "cairn-fetched"
     recorded = json.loads(stamp.read_text())
-    later = {**recorded, "monotonic": recorded["monotonic"] + 3600}
-    later["wall"] = recorded["wall"] + 3600
-    stamp.write_text(json.dumps(later))  # as if fetched an hour from now: serves
-    assert mirror.fetch_baseline() == plain_git(project, "rev-parse", "main")
-    assert fetches == []
+    assert fetch_stamp.fetched_since(mirror.path, mirror.repo, "main", asked)
     # Another address, another branch, another boot or time namespace, a monotonic clock
-    # offset (a restored snapshot, a time namespace) against the wall clock, or the reverse.
+    # offset (a restored snapshot, a time namespace) against the wall clock or the reverse,
+    # a stamp dated ahead of now (no fetch started in the future), not a number at all.
     changes: list[dict[str, object]] = [
         {"repo": "elsewhere"},
         {"branch": "develop"},
         {"clock": "another boot/1"},
-        {"wall": recorded["wall"] - 60},
-        {"monotonic": recorded["monotonic"] - 60},
-        {"monotonic": float("inf")},
+        {"wall": asked.wall - 1},
+        {"monotonic": asked.monotonic - 1},
+        {"monotonic": recorded["monotonic"] + 3600, "wall": recorded["wall"] + 3600},
+        {"monotonic": float("inf"), "wall": float("inf")},
+        {"monotonic": float("nan")},
+        {"wall": "soon"},
     ]
-    for number, changed in enumerate(changes):
-        stamp.write_text(json.dumps({**later, **changed}))
+    for changed in changes:
+        stamp.write_text(json.dumps({**recorded, **changed}))
+        assert not fetch_stamp.fetched_since(mirror.path, mirror.repo, "main", asked), changed
+
+
+def test_a_stamp_dated_ahead_never_freezes_the_baseline(mirror: Mirror, project: Path) -> None:
+    mirror.fetch_baseline()
+    stamp = mirror.path / "cairn-fetched"
+    recorded = json.loads(stamp.read_text())
+    a_year = 365 * 24 * 3600
+    ahead = {**recorded, "monotonic": recorded["monotonic"] + a_year}
+    stamp.write_text(json.dumps({**ahead, "wall": recorded["wall"] + a_year}))
+    for number in range(2):
         newer = commit_file(project, "NOTES.md", f"{number}\n", "Notes")
-        assert mirror.fetch_baseline() == newer, changed
-    assert len(fetches) == len(changes)
+        assert mirror.fetch_baseline() == newer
+
+
+def test_a_stamp_that_cannot_be_written_costs_the_fetch_nothing(
+    mirror: Mirror, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mirror.fetch_baseline()
+
+    def disk_full(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(fetch_stamp.json, "dump", disk_full)
+    newer = commit_file(project, "NOTES.md", "notes\n", "Add notes")
+    assert mirror.fetch_baseline() == newer
+    assert not (mirror.path / "cairn-fetched").exists()
 
 
 def test_a_fetch_that_never_finished_leaves_no_stamp_to_serve_anyone(

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import stat
 import time
@@ -83,8 +82,10 @@ def fetched_since(mirror: Path, repo: str, branch: str, moment: Moment | None) -
         fetched = (str(stamp["repo"]), str(stamp["branch"]))
     except (KeyError, TypeError, ValueError):
         return False
-    finite = math.isfinite(started.monotonic) and math.isfinite(started.wall)
-    return finite and started.not_before(moment) and fetched == (repo, branch)
+    current = now()
+    # No fetch started later than now: a stamp dated ahead (or not a number) is no fetch's.
+    possible = current is not None and current.not_before(started)
+    return possible and started.not_before(moment) and fetched == (repo, branch)
 
 
 def forget(mirror: Path) -> None:
@@ -111,8 +112,11 @@ def record(mirror: Path, repo: str, branch: str, started: Moment | None) -> None
         fd = os.open(mirror / _STAMP, flags, 0o600)
     except OSError:
         return
-    with os.fdopen(fd, "w", encoding="utf-8") as written:
-        json.dump(stamp, written)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as written:
+            json.dump(stamp, written)
+    except OSError:  # a full disk: half a stamp is no stamp
+        forget(mirror)
 
 
 def _read(path: Path) -> dict[str, Any]:

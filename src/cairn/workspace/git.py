@@ -221,12 +221,17 @@ def transport_settings(repo: str) -> tuple[str, ...]:
 def git_folders(path: Path) -> tuple[Path, Path] | None:
     """The git folder of the repository at `path` and the common one its worktrees share
     (the same folder unless `path` is a linked worktree), resolved; None when git finds no
-    repository there."""
-    found = try_git("rev-parse", "--absolute-git-dir", "--git-common-dir", cwd=path)
-    if found.returncode != 0:
-        return None
-    own, common = (Path(line) for line in found.stdout.split("\n")[:2])
-    return own.resolve(), (common if common.is_absolute() else path / common).resolve()
+    repository there. One call each: a folder's name may hold a newline."""
+    folders = []
+    for asked in (("--absolute-git-dir",), ("--path-format=absolute", "--git-common-dir")):
+        try:
+            found = try_git("rev-parse", *asked, cwd=path)
+        except GitError:
+            return None  # the folder itself is missing
+        if found.returncode != 0:
+            return None
+        folders.append(Path(found.stdout).resolve())
+    return folders[0], folders[1]
 
 
 def check_branch_name(branch: str) -> None:
