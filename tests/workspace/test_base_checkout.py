@@ -12,6 +12,7 @@ from cairn.workspace.mirror import Mirror
 from cairn.workspace.worktree import Worktree
 
 from .gitcli import plain_git
+from .rooms import room_with_job_commit
 
 _LOCKS = ("HEAD.lock", "refs/heads/main.lock")
 
@@ -71,12 +72,8 @@ def test_a_lock_a_killed_git_left_in_a_bare_room_repository_is_named_and_left(
 ) -> None:
     bare = tmp_path / "server" / "app.git"
     plain_git(tmp_path, "clone", "--quiet", "--bare", str(project), str(bare))
-    mirror = Mirror(tmp_path / "home2" / "room.git", bare.as_uri(), "main")
-    baseline = mirror.fetch_baseline()
-    tree = Worktree(mirror, tmp_path / "home2" / "job-9", "cairn/job-9")
-    tree.ensure(baseline)
-    (tree.path / "guide.md").write_text("# Guide\n")
-    sha = tree.commit(baseline, "Add a guide")
+    mirror, _tree, sha = room_with_job_commit(tmp_path / "home2", bare)
+    baseline = plain_git(bare, "rev-parse", "main")
     lock = bare / "refs" / "heads" / "main.lock"
     lock.write_text("")  # a push into it SIGKILLed while it moved main
 
@@ -101,12 +98,8 @@ def test_in_a_linked_worktree_each_lock_is_named_with_the_folder_it_is_in(
     plain_git(project, "checkout", "--quiet", "-b", "elsewhere")
     linked = tmp_path / "linked"
     plain_git(project, "worktree", "add", "--quiet", str(linked), "main")
-    mirror = Mirror(tmp_path / "home2" / "room.git", str(linked), "main")
-    baseline = mirror.fetch_baseline()
-    tree = Worktree(mirror, tmp_path / "home2" / "job-9", "cairn/job-9")
-    tree.ensure(baseline)
-    (tree.path / "guide.md").write_text("# Guide\n")
-    sha = tree.commit(baseline, "Add a guide")
+    mirror, _tree, sha = room_with_job_commit(tmp_path / "home2", linked)
+    baseline = plain_git(linked, "rev-parse", "HEAD")
     kill_fast_forward_midway(linked, mirror.path, sha)
 
     result = merge_into_base(mirror, sha, "Merge job 9")

@@ -25,6 +25,7 @@ from cairn.workspace.mirror import Mirror
 from cairn.workspace.worktree import Worktree
 
 from .gitcli import plain_git
+from .rooms import room_with_job_commit
 
 
 def _job_commit(worktree: Worktree, baseline: str, relpath: str, content: str) -> str:
@@ -46,14 +47,6 @@ def server(tmp_path: Path, project: Path) -> Path:
     bare = tmp_path / "server" / "app.git"
     plain_git(tmp_path, "clone", "--quiet", "--bare", str(project), str(bare))
     return bare
-
-
-def _server_room(tmp_path: Path, server: Path) -> tuple[Mirror, Worktree, str]:
-    mirror = Mirror(tmp_path / "home2" / "room.git", server.as_uri(), "main")
-    baseline = mirror.fetch_baseline()
-    tree = Worktree(mirror, tmp_path / "home2" / "job-9", "cairn/job-9")
-    tree.ensure(baseline)
-    return mirror, tree, _job_commit(tree, baseline, "docs/guide.md", "# Guide\n")
 
 
 # --- push_branch and remote_branch_sha -------------------------------------------------------
@@ -92,7 +85,7 @@ def test_push_branch_never_moves_a_branch_that_appeared_meanwhile(
     remote: bool,
 ) -> None:
     if remote:
-        mirror, _tree, job_sha = _server_room(tmp_path, server)
+        mirror, _tree, job_sha = room_with_job_commit(tmp_path / "home2", server)
     repo = server if remote else project
     plain_git(repo, "branch", "cairn/job-1", baseline)  # an ancestor: a fetch would move it
     real, looks = delivery.remote_branch_sha, []
@@ -109,7 +102,7 @@ def test_push_branch_never_moves_a_branch_that_appeared_meanwhile(
 
 
 def test_push_branch_to_a_remote_url(tmp_path: Path, server: Path) -> None:
-    mirror, _tree, sha = _server_room(tmp_path, server)
+    mirror, _tree, sha = room_with_job_commit(tmp_path / "home2", server)
     push_branch(mirror, sha, "cairn/job-9")
     assert remote_branch_sha(server.as_uri(), "cairn/job-9") == sha
     assert remote_branch_sha(server.as_uri(), "job-9") is None  # tail matches do not count
@@ -210,7 +203,7 @@ def test_merging_twice_merges_once(mirror: Mirror, project: Path, job_sha: str) 
 
 
 def test_merge_into_a_bare_remote_pushes_without_force(tmp_path: Path, server: Path) -> None:
-    mirror, _tree, sha = _server_room(tmp_path, server)
+    mirror, _tree, sha = room_with_job_commit(tmp_path / "home2", server)
     assert merge_into_base(mirror, sha, "Merge job 9") == MergeResult(True, sha, None)
     assert plain_git(server, "rev-parse", "main") == sha
     assert merge_into_base(mirror, sha, "Merge job 9") == MergeResult(True, sha, None)
@@ -230,7 +223,7 @@ def test_merge_into_a_local_checkout_on_another_branch(
 
 
 def test_a_clean_non_fast_forward_merge_into_a_bare_remote(tmp_path: Path, server: Path) -> None:
-    mirror, _tree, sha = _server_room(tmp_path, server)
+    mirror, _tree, sha = room_with_job_commit(tmp_path / "home2", server)
     elsewhere = tmp_path / "colleague"
     plain_git(tmp_path, "clone", "--quiet", str(server), str(elsewhere))
     theirs = commit_file(elsewhere, "CHANGELOG.md", "- meanwhile\n", "Meanwhile")
@@ -247,7 +240,7 @@ def test_a_clean_non_fast_forward_merge_into_a_bare_remote(tmp_path: Path, serve
 def test_a_base_that_moved_meanwhile_is_not_overwritten_in_a_bare_remote(
     tmp_path: Path, server: Path
 ) -> None:
-    mirror, _tree, sha = _server_room(tmp_path, server)
+    mirror, _tree, sha = room_with_job_commit(tmp_path / "home2", server)
     stale_tip = plain_git(server, "rev-parse", "main")
     elsewhere = tmp_path / "colleague"
     plain_git(tmp_path, "clone", "--quiet", str(server), str(elsewhere))
@@ -318,7 +311,7 @@ def test_a_killed_push_is_retried_where_the_git_folder_is_not_inside_the_checkou
     else:
         room, refs = project, tmp_path / "elsewhere.git" / "refs"
         plain_git(project, "init", "--quiet", f"--separate-git-dir={refs.parent}")
-    mirror, tree, sha = _server_room(tmp_path, room)
+    mirror, tree, sha = room_with_job_commit(tmp_path / "home2", room)
     assert tree.branch == "cairn/job-9"
     left = refs / "heads" / "cairn" / "job-9.lock"
     left.parent.mkdir(parents=True, exist_ok=True)
