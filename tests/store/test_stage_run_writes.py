@@ -181,6 +181,48 @@ def test_a_crash_after_the_intent_of_a_stage_that_acts_leaves_it_known_and_aband
     assert shape(store, job) == [("a", 1, "accepted"), ("b", 1, "abandoned"), ("b", 2, "accepted")]
 
 
+def test_a_write_looks_for_a_cut_off_attempt_only_where_the_runs_read_left_one(
+    store: Store,
+) -> None:
+    (job,) = submit_jobs(store)
+    with pytest.raises(Crash):
+        Engine.starting(take_over(store, "runner-a", 0), faults=crash_at("before_accept:b")).drive(
+            workflow("ab", effect_free=False), None
+        )
+    looked: list[str] = []
+
+    def note(_conn: object, _cursor: object, statement: str, *_rest: object) -> None:
+        if statement.startswith("UPDATE stage_runs") and "stage_runs.stage =" in statement:
+            looked.append(statement)
+
+    sa.event.listen(store.engine, "before_cursor_execute", note)
+    try:
+        report = Engine.starting(take_over(store, "runner-b", 2)).drive(
+            workflow("abcd", effect_free=False), None
+        )
+        Engine.starting(take_over(store, "runner-c", 4)).drive(workflow("abcde"), None)
+    finally:
+        sa.event.remove(store.engine, "before_cursor_execute", note)
+    assert (report.reused, report.ran) == (["a"], ["b", "c", "d"])
+    assert shape(store, job) == [
+        ("a", 1, "accepted"), ("b", 1, "abandoned"), ("b", 2, "accepted"),
+        ("c", 1, "accepted"), ("d", 1, "accepted"), ("e", 1, "accepted"),
+    ]  # fmt: skip
+    if store.dialect == "sqlite":  # PostgreSQL's one statement looks at no extra cost
+        assert len(looked) == 1, "only b's intent looked for an attempt to abandon"
+
+
+def test_a_ledger_that_read_no_runs_looks_before_every_write(store: Store) -> None:
+    (job,) = submit_jobs(store)
+    with pytest.raises(Crash):
+        Engine.starting(take_over(store, "runner-a", 0), faults=crash_at("before_accept:b")).drive(
+            workflow("ab", effect_free=False), None
+        )
+    unread = take_over(store, "runner-b", 2)  # no snapshot taken: it knows nothing
+    unread.record("b", "recipe", RunStatus.accepted, "content-b", HOLDS)
+    assert shape(store, job) == [("a", 1, "accepted"), ("b", 1, "abandoned"), ("b", 2, "accepted")]
+
+
 @pytest.mark.parametrize(("rule", "marked"), [("before_reuse:c", 0), ("after_reuse:c", 3)])
 def test_a_crash_at_the_reuse_batch_marks_all_or_none_and_the_next_resume_finishes(
     store: Store, rule: str, marked: int

@@ -35,16 +35,39 @@ class StoreLedger:
 
     def __init__(self, store: Store, job_id: int, fencing_token: int) -> None:
         self.store, self.job_id, self.token = store, job_id, fencing_token
+        self._running: set[str] | None = None
+        """Stages with an attempt that may be left `running`: those `runs()` read so (after
+        the claim: a runner that could start another is fenced out since), and those this
+        ledger started and has not finished. None until `runs()` was read: every write of
+        a stage then looks for one to abandon."""
 
     def runs(self) -> Iterator[dict[str, Any]]:
         with self.store.read() as conn:
             rows = stage_runs.for_job(conn, self.job_id)
+        self._running = {run.stage for run in rows if run.status == RunStatus.running}
         for run in rows:
             yield _fields(run)
 
+    def _may_be_running(self, stage: str) -> bool:
+        """Whether a write of `stage` must look for an attempt to abandon; from now on, also
+        this ledger's own (noted before its write: it may land though the call fails)."""
+        if self._running is None:
+            return True
+        found = stage in self._running
+        self._running.add(stage)
+        return found
+
+    def _settled(self, stage: str) -> None:
+        """No attempt of `stage` is left running (an outcome was just recorded for it)."""
+        if self._running is not None:
+            self._running.discard(stage)
+
     def start(self, stage: str, recipe_id: str) -> RunRecord:
+        abandon = self._may_be_running(stage)
         started = run_record(
-            fenced_runs.start(self.store, self.job_id, self.token, stage, recipe_id)
+            fenced_runs.start(
+                self.store, self.job_id, self.token, stage, recipe_id, abandon=abandon
+            )
         )
         assert started is not None, "a run just recorded reads back"
         return started
@@ -61,6 +84,8 @@ class StoreLedger:
             content_id=content_id,
             evidence=evidence.to_data(),
         )
+        if status is not RunStatus.running:
+            self._settled(run.stage)
 
     def record(
         self,
@@ -70,6 +95,7 @@ class StoreLedger:
         content_id: str | None,
         evidence: Evidence,
     ) -> RunRecord:
+        abandon = self._may_be_running(stage)
         run = fenced_runs.record(
             self.store,
             self.job_id,
@@ -79,7 +105,9 @@ class StoreLedger:
             status=status,
             content_id=content_id,
             evidence=evidence.to_data(),
+            abandon=abandon,
         )
+        self._settled(stage)
         recorded = run_record(run)
         assert recorded is not None, "a run just recorded reads back"
         return recorded
@@ -102,9 +130,12 @@ class EnteringLedger(StoreLedger):
         entering = self.drive.take_entry()
         if entering is None:  # another attempt of the stage the job is in already
             return super().start(stage, recipe_id)
+        abandon = self._may_be_running(stage)
         with self.store.begin() as conn:
             moved = self.drive.move_in(conn, entering)
-            run = fenced_runs.start_in(conn, self.job_id, self.token, stage, recipe_id)
+            run = fenced_runs.start_in(
+                conn, self.job_id, self.token, stage, recipe_id, abandon=abandon
+            )
         self.drive.moved(moved)
         started = run_record(run)
         assert started is not None, "a run just recorded reads back"

@@ -104,22 +104,37 @@ _FINISH = (
 )
 
 
-def start(store: Store, job_id: int, fencing_token: int, stage: str, recipe_id: str) -> StageRun:
-    """`stage_runs.start` under the job's fencing token; LeaseLost if it is no longer current."""
+def start(
+    store: Store,
+    job_id: int,
+    fencing_token: int,
+    stage: str,
+    recipe_id: str,
+    *,
+    abandon: bool = True,
+) -> StageRun:
+    """`stage_runs.start` under the job's fencing token; LeaseLost if it is no longer current.
+    (`abandon` as there; PostgreSQL's one statement always looks, at no extra round trip.)"""
     if store.dialect != "postgresql":
         with store.fenced(job_id, fencing_token) as conn:
-            return stage_runs.start(conn, job_id, stage, recipe_id, fencing_token)
+            return stage_runs.start(conn, job_id, stage, recipe_id, fencing_token, abandon=abandon)
     fields = _insert_fields(job_id, fencing_token, stage, recipe_id)
     return _insert(store, fields | {"run_status": RunStatus.running.value, "ended": None})
 
 
 def start_in(
-    conn: sa.Connection, job_id: int, fencing_token: int, stage: str, recipe_id: str
+    conn: sa.Connection,
+    job_id: int,
+    fencing_token: int,
+    stage: str,
+    recipe_id: str,
+    *,
+    abandon: bool = True,
 ) -> StageRun:
     """`stage_runs.start` in a transaction that a fenced write of the caller already guards
     (on PostgreSQL the one statement, whose own guard finds the job row already held)."""
     if conn.dialect.name != "postgresql":
-        return stage_runs.start(conn, job_id, stage, recipe_id, fencing_token)
+        return stage_runs.start(conn, job_id, stage, recipe_id, fencing_token, abandon=abandon)
     fields = _insert_fields(job_id, fencing_token, stage, recipe_id)
     row = conn.execute(_INSERT, fields | {"run_status": RunStatus.running.value, "ended": None})
     found = row.first()
@@ -138,6 +153,7 @@ def record(
     status: RunStatus,
     content_id: str | None,
     evidence: dict[str, Any] | None,
+    abandon: bool = True,
 ) -> StageRun:
     """`stage_runs.record` under the job's fencing token: recipe and outcome in one write."""
     status = RunStatus(status)
@@ -152,6 +168,7 @@ def record(
                 status=status,
                 content_id=content_id,
                 evidence=evidence,
+                abandon=abandon,
             )
     fields = _insert_fields(job_id, fencing_token, stage, recipe_id)
     extra = {"run_status": status.value, "content": content_id, "run_evidence": evidence}

@@ -83,13 +83,22 @@ _MARK_REUSED = (
 
 
 def start(
-    conn: sa.Connection, job_id: int, stage: str, recipe_id: str, fencing_token: int
+    conn: sa.Connection,
+    job_id: int,
+    stage: str,
+    recipe_id: str,
+    fencing_token: int,
+    *,
+    abandon: bool = True,
 ) -> StageRun:
     """Record the intent to run `stage` with this recipe, before any work starts.
 
     An earlier attempt still marked running was cut off (its runner died): mark it abandoned.
+    A caller that knows there is none passes `abandon=False` (see `record`).
     """
-    return _insert(conn, job_id, stage, recipe_id, fencing_token, _RUNNING, None, None, None)
+    return _insert(
+        conn, job_id, stage, recipe_id, fencing_token, _RUNNING, None, None, None, abandon
+    )
 
 
 def record(
@@ -102,17 +111,23 @@ def record(
     status: RunStatus,
     content_id: str | None,
     evidence: dict[str, Any] | None,
+    abandon: bool = True,
 ) -> StageRun:
     """Record an attempt's recipe and its outcome in one go: an effect-free stage, once it ran.
 
     Written in the caller's transaction, so the recipe is never stored without the outcome:
     use it only for a stage whose work left nothing outside this process to reconcile.
+    `abandon=False`: the caller knows no attempt of the stage is left running (the runs it
+    read after claiming the job showed none, and it has not started one since; a runner that
+    could start one is fenced out), so the look for one is skipped.
     """
     status = RunStatus(status)
     if status is RunStatus.running:
         raise ValueError("a recorded attempt has an outcome; use start() for the intent alone")
     now = utcnow()
-    return _insert(conn, job_id, stage, recipe_id, fencing_token, status, content_id, evidence, now)
+    return _insert(
+        conn, job_id, stage, recipe_id, fencing_token, status, content_id, evidence, now, abandon
+    )
 
 
 def _insert(
@@ -125,9 +140,11 @@ def _insert(
     content_id: str | None,
     evidence: dict[str, Any] | None,
     ended_at: datetime | None,
+    abandon: bool,
 ) -> StageRun:
     now = ended_at or utcnow()
-    conn.execute(_ABANDON, {"job": job_id, "stage_name": stage, "now": now})
+    if abandon:
+        conn.execute(_ABANDON, {"job": job_id, "stage_name": stage, "now": now})
     row = conn.execute(
         _INSERT,
         {
