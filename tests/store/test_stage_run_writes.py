@@ -19,6 +19,7 @@ from cairn.engine import (
     Measurement,
     Result,
     RunStatus,
+    Snapshot,
     StageDef,
     Workflow,
 )
@@ -221,6 +222,26 @@ def test_a_ledger_that_read_no_runs_looks_before_every_write(store: Store) -> No
     unread = take_over(store, "runner-b", 2)  # no snapshot taken: it knows nothing
     unread.record("b", "recipe", RunStatus.accepted, "content-b", HOLDS)
     assert shape(store, job) == [("a", 1, "accepted"), ("b", 1, "abandoned"), ("b", 2, "accepted")]
+
+
+def test_a_ledger_never_loses_track_of_an_attempt_it_left_running(store: Store) -> None:
+    (job,) = submit_jobs(store)
+    ledger = take_over(store, "runner-a", 0)
+    Snapshot.take(ledger)  # no runs yet: nothing for any write to look for
+    # An older attempt's outcome does not settle a newer one still running.
+    first = ledger.start("b", "recipe")
+    ledger.start("b", "recipe")
+    ledger.finish(first, RunStatus.failed, None, HOLDS)
+    ledger.record("b", "recipe", RunStatus.accepted, "content-b", HOLDS)
+    # A run finished as running again is looked for again.
+    fourth = ledger.start("c", "recipe")
+    ledger.finish(fourth, RunStatus.paused, None, HOLDS)
+    ledger.finish(fourth, RunStatus.running, None, HOLDS)
+    ledger.record("c", "recipe", RunStatus.accepted, "content-c", HOLDS)
+    assert shape(store, job) == [
+        ("b", 1, "failed"), ("b", 2, "abandoned"), ("b", 3, "accepted"),
+        ("c", 1, "abandoned"), ("c", 2, "accepted"),
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize(("rule", "marked"), [("before_reuse:c", 0), ("after_reuse:c", 3)])

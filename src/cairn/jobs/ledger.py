@@ -40,6 +40,9 @@ class StoreLedger:
         the claim: a runner that could start another is fenced out since), and those this
         ledger started and has not finished. None until `runs()` was read: every write of
         a stage then looks for one to abandon."""
+        self._latest: dict[str, int] = {}
+        """The attempt of each stage this ledger started last: only its outcome settles the
+        stage (an older attempt's does not speak for a newer one)."""
 
     def runs(self) -> Iterator[dict[str, Any]]:
         with self.store.read() as conn:
@@ -59,8 +62,13 @@ class StoreLedger:
 
     def _settled(self, stage: str) -> None:
         """No attempt of `stage` is left running (an outcome was just recorded for it)."""
+        self._latest.pop(stage, None)
         if self._running is not None:
             self._running.discard(stage)
+
+    def _started(self, run: RunRecord) -> RunRecord:
+        self._latest[run.stage] = run.ref
+        return run
 
     def start(self, stage: str, recipe_id: str) -> RunRecord:
         abandon = self._may_be_running(stage)
@@ -70,7 +78,7 @@ class StoreLedger:
             )
         )
         assert started is not None, "a run just recorded reads back"
-        return started
+        return self._started(started)
 
     def finish(
         self, run: RunRecord, status: RunStatus, content_id: str | None, evidence: Evidence
@@ -84,7 +92,9 @@ class StoreLedger:
             content_id=content_id,
             evidence=evidence.to_data(),
         )
-        if status is not RunStatus.running:
+        if status is RunStatus.running:
+            self._may_be_running(run.stage)  # running again: looked for from now on
+        elif self._latest.get(run.stage) == run.ref:
             self._settled(run.stage)
 
     def record(
@@ -139,7 +149,7 @@ class EnteringLedger(StoreLedger):
         self.drive.moved(moved)
         started = run_record(run)
         assert started is not None, "a run just recorded reads back"
-        return started
+        return self._started(started)
 
 
 class StoreEffects:
