@@ -76,6 +76,16 @@ def take_over(store: Store, runner: str, hours: int, job_id: int | None = None) 
     return StoreLedger(store, job.id, job.fencing_token)
 
 
+def left_running_at_b(store: Store) -> Job:
+    """A job whose runner died in stage b, which acts: its intent is left `running`."""
+    (job,) = submit_jobs(store)
+    with pytest.raises(Crash):
+        Engine.starting(take_over(store, "runner-a", 0), faults=crash_at("before_accept:b")).drive(
+            workflow("ab", effect_free=False), None
+        )
+    return job
+
+
 def test_record_writes_recipe_and_outcome_in_one_row_and_abandons_a_cut_off_attempt(
     store: Store,
 ) -> None:
@@ -169,11 +179,7 @@ def test_a_crash_around_an_effect_free_write_resumes_with_every_stage_accepted_o
 def test_a_crash_after_the_intent_of_a_stage_that_acts_leaves_it_known_and_abandoned_later(
     store: Store,
 ) -> None:
-    (job,) = submit_jobs(store)
-    with pytest.raises(Crash):
-        Engine.starting(take_over(store, "runner-a", 0), faults=crash_at("before_accept:b")).drive(
-            workflow("ab", effect_free=False), None
-        )
+    job = left_running_at_b(store)
     assert shape(store, job) == [("a", 1, "accepted"), ("b", 1, "running")]
     report = Engine.starting(take_over(store, "runner-b", 2)).drive(
         workflow("ab", effect_free=False), None
@@ -185,11 +191,7 @@ def test_a_crash_after_the_intent_of_a_stage_that_acts_leaves_it_known_and_aband
 def test_a_write_looks_for_a_cut_off_attempt_only_where_the_runs_read_left_one(
     store: Store,
 ) -> None:
-    (job,) = submit_jobs(store)
-    with pytest.raises(Crash):
-        Engine.starting(take_over(store, "runner-a", 0), faults=crash_at("before_accept:b")).drive(
-            workflow("ab", effect_free=False), None
-        )
+    job = left_running_at_b(store)
     looked: list[str] = []
 
     def note(_conn: object, _cursor: object, statement: str, *_rest: object) -> None:
@@ -214,11 +216,7 @@ def test_a_write_looks_for_a_cut_off_attempt_only_where_the_runs_read_left_one(
 
 
 def test_a_ledger_that_read_no_runs_looks_before_every_write(store: Store) -> None:
-    (job,) = submit_jobs(store)
-    with pytest.raises(Crash):
-        Engine.starting(take_over(store, "runner-a", 0), faults=crash_at("before_accept:b")).drive(
-            workflow("ab", effect_free=False), None
-        )
+    job = left_running_at_b(store)
     unread = take_over(store, "runner-b", 2)  # no snapshot taken: it knows nothing
     unread.record("b", "recipe", RunStatus.accepted, "content-b", HOLDS)
     assert shape(store, job) == [("a", 1, "accepted"), ("b", 1, "abandoned"), ("b", 2, "accepted")]
