@@ -104,9 +104,9 @@ def test_a_git_killed_with_its_runner_leaves_no_lock_that_blocks_the_job(cairn: 
 def test_a_workspace_add_killed_with_its_runner_is_made_again(cairn: Cairn) -> None:
     """A runner SIGKILLed inside `git worktree add -b` leaves the new branch's lock and a
     worktree entry locked "initializing" that names a folder without its `.git`: git then
-    refuses every later add at that path. Its checkpoint's ref deletion, killed, leaves locks
-    on the checkpoint ref and the mirror's packed-refs. The next runner clears them all, makes
-    the workspace and checkpoints the agent's result."""
+    refuses every later add at that path. A rebuild from a checkpoint, killed, leaves a lock on
+    the checkpoint's ref. The next runner clears them all, makes the workspace and checkpoints
+    the agent's result."""
     job = cairn.submit(SCRIPT)
     assert _work(cairn, "crash:after_start:preparing_workspace") == 137
     [mirror] = cairn.config.mirrors_dir.glob("*/*.git")
@@ -116,7 +116,6 @@ def test_a_workspace_add_killed_with_its_runner_is_made_again(cairn: Cairn) -> N
     locks = [
         mirror / "refs" / "heads" / f"{cairn.branch(job.id)}.lock",
         mirror / "refs" / "cairn" / "checkpoints" / f"job-{job.id}.lock",
-        mirror / "packed-refs.lock",
     ]
     for folder in (entry, staging, *(lock.parent for lock in locks)):
         folder.mkdir(parents=True, exist_ok=True)
@@ -134,8 +133,8 @@ def test_a_workspace_add_killed_with_its_runner_is_made_again(cairn: Cairn) -> N
                 checkpoints.c.job_id == job.id
             )
         ).all()
-    # The agent's result, not yet committed, is bundled from a commit under the checkpoint ref;
-    # the summary's commit from the job's branch.
+    # The agent's result, not yet committed, is bundled from a commit of its own; the
+    # summary's from the job's branch.
     assert [(stage, head != commit) for stage, head, commit in checkpointed] == [
         ("running_agent", True),
         ("summarizing", False),

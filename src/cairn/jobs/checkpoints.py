@@ -24,8 +24,6 @@ checkpoint is lost with its host anyway, so it must be redone by the stage that 
 from __future__ import annotations
 
 import socket
-import tempfile
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cairn.canonical import digest
@@ -36,6 +34,7 @@ from cairn.stages import Stage
 from cairn.store import checkpoints as checkpoint_ledger
 from cairn.store import context_steps, contexts
 from cairn.store.checkpoints import Checkpoint
+from cairn.workspace.bundles import bundle
 from cairn.workspace.git import IDENTITY
 
 if TYPE_CHECKING:
@@ -53,7 +52,8 @@ def host_of(config: Config) -> str:
 
 
 def checkpoint_ref(job_id: int) -> str:
-    """The mirror ref a checkpoint's commit is bundled (and unbundled) under."""
+    """The name of a checkpoint's commit in its bundle, and the mirror ref that holds it while a
+    workspace is rebuilt from it."""
     return f"refs/cairn/checkpoints/job-{job_id}"
 
 
@@ -138,30 +138,18 @@ def _bundle(drive: Drive, baseline: str, head: str, holds: bool, tree: str) -> t
     """The commit that holds `tree` on top of `head`, and a bundle of it relative to baseline.
 
     `holds`: the commit `head` (the tip of the job's branch) already has `tree` as its tree.
-    A bundle takes its commits from a ref: the job's branch when it holds the checkpoint, else
-    a ref made for the bundle and deleted after it (so a mirror's refs do not grow with every
-    job it ever checkpointed: fetches and worktree commands look at all of them). The mirror's
-    lock only for that deletion (see `Mirror.delete_ref`): both refs are the job's own, moved
-    only by the runner holding its lease.
+    The commit made for files not yet committed is named by no ref: the bundle is written
+    from its id (so a mirror's refs do not grow with every job it ever checkpointed, and no
+    ref is left behind by a crash).
     """
-    worktree, mirror = drive.worktree, drive.mirror
     failure = "git could not write a checkpoint of the job's workspace"
-    with tempfile.TemporaryDirectory(prefix="cairn-checkpoint-") as scratch:
-        path = Path(scratch) / "checkpoint.bundle"
-        # A bundle needs at least one commit beyond the baseline, even for a reverted workspace.
-        if head != baseline and holds:
-            bundled = (str(path), worktree.branch_ref, f"^{baseline}")
-            mirror.git("bundle", "create", "--quiet", *bundled, failure=failure)
-            return head, path.read_bytes()
-        commit = worktree.git(
+    # A bundle needs at least one commit beyond the baseline, even for a reverted workspace.
+    if head != baseline and holds:
+        commit = head
+    else:
+        commit = drive.worktree.git(
             *IDENTITY, "commit-tree", tree, "-p", head, "-F", "-",
             input=f"{drive.branch}: checkpoint of uncommitted work",
         )  # fmt: skip
-        ref = checkpoint_ref(drive.job.id)
-        mirror.git("update-ref", ref, commit, failure=failure)
-        try:
-            bundled = (str(path), ref, f"^{baseline}")
-            mirror.git("bundle", "create", "--quiet", *bundled, failure=failure)
-        finally:
-            mirror.delete_ref(ref, commit, failure=failure)
-        return commit, path.read_bytes()
+    ref = checkpoint_ref(drive.job.id)
+    return commit, bundle(drive.mirror, commit, baseline, ref, failure=failure)

@@ -24,7 +24,7 @@ import signal
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
-from typing import NamedTuple
+from typing import IO, NamedTuple
 
 from cairn.errors import WorkspaceError
 
@@ -149,8 +149,11 @@ def run_git(
     failure: str | None = None,
     timeout: float | None = None,
     own_repository: bool = False,
+    stdout: IO[bytes] | None = None,
 ) -> str:
     """Run one hardened git command and return its stdout without the trailing newline.
+
+    `stdout`: a file that git's output (bytes, such as a pack) goes to instead; "" is returned.
 
     With `timeout` (and no input), the call is watched: git runs in a process group of its
     own, reports its progress, and the whole group is killed once it has said nothing for
@@ -166,6 +169,7 @@ def run_git(
         failure=failure,
         timeout=timeout,
         own_repository=own_repository,
+        stdout=stdout,
     )
     if check and result.returncode != 0:
         raise GitError(
@@ -173,7 +177,7 @@ def run_git(
             detail=result.stderr.strip(),
             returncode=result.returncode,
         )
-    return result.stdout.removesuffix("\n")
+    return (result.stdout or "").removesuffix("\n")
 
 
 def try_git(
@@ -252,6 +256,7 @@ def _run(
     failure: str | None,
     timeout: float | None,
     own_repository: bool,
+    stdout: IO[bytes] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     # A neutral folder by default: the caller's current folder may be any repository.
     where = "/" if cwd is None else cwd
@@ -259,6 +264,7 @@ def _run(
     if not own_repository:
         environ.update(_driver_overrides(args, where, environ))
     shaped = _after_subcommand(args, _DIFF_COMMANDS, _NO_DIFF_PROGRAMS)
+    assert stdout is None or timeout is None, "a watched call's output is read as it comes"
     watch = timeout if input is None else None
     if watch is not None:
         shaped = _after_subcommand(shaped, _PROGRESS_COMMANDS, ("--progress",))
@@ -273,7 +279,8 @@ def _run(
             input=input,
             # Without input, none at all: nothing git starts may wait on cairn's own stdin.
             stdin=None if input is not None else subprocess.DEVNULL,
-            capture_output=True,
+            stdout=subprocess.PIPE if stdout is None else stdout,
+            stderr=subprocess.PIPE,
             text=True,
             # Paths git prints may not be UTF-8; keep their bytes round-trippable.
             errors="surrogateescape",
