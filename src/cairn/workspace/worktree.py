@@ -205,25 +205,32 @@ class Worktree:
         if self.mirror.unlock_interrupted_adds() or staging.exists():
             shutil.rmtree(staging, ignore_errors=True)  # cairn's own half-made folder
             self.mirror.git("worktree", "prune")  # and the entries naming it
-        known = try_git("rev-parse", "--verify", "-q", self.branch_ref, cwd=self.mirror.path)
-        if known.returncode == 0:
+        failure = "git could not create the job's workspace"
+        try:
+            # Most workspaces are new, on a new branch: `-b` refuses a branch that exists
+            # before it makes anything, and only then is the branch looked at.
+            created = ("-b", self.branch, str(staging), baseline)
+            self.mirror.git("worktree", "add", "--quiet", *created, failure=failure)
+            new = True
+        except GitError:
+            known = try_git("rev-parse", "--verify", "-q", self.branch_ref, cwd=self.mirror.path)
+            if known.returncode != 0:
+                raise
             # The branch outlived its folder: check the job's own commits out again, but only
             # commits that build on the job's baseline; the workspace never starts elsewhere.
             if not self._builds_on(baseline, known.stdout):
                 raise WorkspaceError(
                     "cairn's copy of the repository holds a branch of this job's name that does "
                     "not build on the job's baseline; cairn will not start the workspace from it"
-                )
-            where = [str(staging), self.branch]
-        else:
-            where = ["-b", self.branch, str(staging), baseline]
-        failure = "git could not create the job's workspace"
-        self.mirror.git("worktree", "add", "--quiet", *where, failure=failure)
+                ) from None
+            again = (str(staging), self.branch)
+            self.mirror.git("worktree", "add", "--quiet", *again, failure=failure)
+            new = False
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if self.path.is_dir():
             self.path.rmdir()  # empty (checked by ensure); `worktree move` would nest inside it
         self.mirror.git("worktree", "move", str(staging), str(self.path), failure=failure)
-        return known.returncode != 0
+        return new
 
     def _builds_on(self, baseline: str, tip: str) -> bool:
         found = try_git("merge-base", "--is-ancestor", baseline, tip, cwd=self.mirror.path)
