@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from cairn.errors import WorkspaceError
-from cairn.testing.repos import commit_file
+from cairn.testing.repos import SAMPLE_IDENTITY, commit_file
 from cairn.workspace.bundles import bundle
 from cairn.workspace.mirror import Mirror
 
@@ -23,7 +23,7 @@ def _job_commit(mirror: Mirror, baseline: str, path: str, content: bytes) -> str
     """A commit on top of `baseline` in the mirror that changes `path`, named by no ref."""
 
     def git(*args: str, data: bytes | None = None) -> str:
-        index = {**os.environ, "GIT_INDEX_FILE": str(mirror.path / "test-index")}
+        index = {**os.environ, **SAMPLE_IDENTITY, "GIT_INDEX_FILE": str(mirror.path / "test-index")}
         done = subprocess.run(
             ["git", *args], cwd=mirror.path, env=index, input=data, capture_output=True, check=True
         )
