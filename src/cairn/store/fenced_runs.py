@@ -117,9 +117,8 @@ def start(
     (`abandon` as there; PostgreSQL's one statement always looks, at no extra round trip.)"""
     if store.dialect != "postgresql":
         with store.fenced(job_id, fencing_token) as conn:
-            return stage_runs.start(conn, job_id, stage, recipe_id, fencing_token, abandon=abandon)
-    fields = _insert_fields(job_id, fencing_token, stage, recipe_id)
-    return _insert(store, fields | {"run_status": RunStatus.running.value, "ended": None})
+            return start_in(conn, job_id, fencing_token, stage, recipe_id, abandon=abandon)
+    return _insert(store, _start_fields(job_id, fencing_token, stage, recipe_id))
 
 
 def start_in(
@@ -135,8 +134,7 @@ def start_in(
     (on PostgreSQL the one statement, whose own guard finds the job row already held)."""
     if conn.dialect.name != "postgresql":
         return stage_runs.start(conn, job_id, stage, recipe_id, fencing_token, abandon=abandon)
-    fields = _insert_fields(job_id, fencing_token, stage, recipe_id)
-    row = conn.execute(_INSERT, fields | {"run_status": RunStatus.running.value, "ended": None})
+    row = conn.execute(_INSERT, _start_fields(job_id, fencing_token, stage, recipe_id))
     found = row.first()
     if found is None:
         raise lease_lost(job_id)
@@ -217,6 +215,12 @@ def _insert_fields(job_id: int, fencing_token: int, stage: str, recipe_id: str) 
         "run_evidence": None,
         "now": utcnow(),
     }
+
+
+def _start_fields(job_id: int, fencing_token: int, stage: str, recipe_id: str) -> dict[str, Any]:
+    """The fields of `_INSERT` for an attempt's intent: running, no outcome yet."""
+    fields = _insert_fields(job_id, fencing_token, stage, recipe_id)
+    return fields | {"run_status": RunStatus.running.value, "ended": None}
 
 
 def _insert(store: Store, fields: dict[str, Any]) -> StageRun:
