@@ -266,6 +266,33 @@ def test_a_listener_closed_while_it_reconnects_leaves_no_connection_open(
     assert not _listener_pids(postgres_admin, postgres_url), "a closed listener kept listening"
 
 
+@pytest.mark.postgres
+def test_a_refused_listen_polls_and_closes_the_connection_it_opened(
+    postgres_store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import psycopg
+
+    from cairn.store import wakeups as wakeups_module
+
+    opened: list[Any] = []
+    connect = psycopg.connect
+
+    def recording_connect(*args: Any, **kwargs: Any) -> Any:
+        opened.append(connect(*args, **kwargs))
+        return opened[-1]
+
+    monkeypatch.setattr(psycopg, "connect", recording_connect)
+    # A LISTEN the server refuses (as a standby does): here, a channel name it cannot parse.
+    monkeypatch.setattr(wakeups_module, "CHANNEL", "no such channel")
+    wakeups = open_wakeups(postgres_store)
+    try:
+        assert not wakeups.listening, "a refused LISTEN was taken for a listening runner"
+        assert len(opened) == 1
+        assert opened[0].closed, "the connection whose LISTEN was refused was left open"
+    finally:
+        wakeups.close()
+
+
 def test_on_sqlite_only_a_commit_that_leaves_a_job_claimable_wakes(sqlite_url: str) -> None:
     store = Store.open(sqlite_url, create=True)
     job_id = _submit(store)

@@ -126,7 +126,11 @@ class PostgresListener:
         import psycopg
 
         conn = psycopg.connect(self.conninfo, autocommit=True, connect_timeout=5)
-        conn.execute(f"LISTEN {CHANNEL}")
+        try:
+            conn.execute(f"LISTEN {CHANNEL}")
+        except BaseException:
+            conn.close()  # refused (a standby, a pooler): the caller polls; no link left open
+            raise
         with self._lock:
             kept = not self._closed
             if kept:
