@@ -12,7 +12,7 @@ import pytest
 import sqlalchemy as sa
 
 from cairn.stages import Status
-from cairn.store.schema import checkpoints
+from cairn.store.schema import checkpoints, stage_runs
 from cairn.testing.harness import Cairn
 
 CAIRN = Path(sys.executable).parent / "cairn"
@@ -70,6 +70,32 @@ def test_a_crash_at_a_named_point_still_delivers_once(cairn: Cairn, point: str) 
     ]
     assert cairn.git("show", "main:out.txt") == "one\ntwo"
     assert int(cairn.git("rev-list", "--count", "main")) == int(before) + 1
+
+
+@pytest.mark.parametrize(
+    ("stage", "column"), [("preparing_baseline", "baseline"), ("summarizing", "summary")]
+)
+def test_a_stage_killed_before_its_outcome_leaves_the_job_without_what_it_found(
+    cairn: Cairn, stage: str, column: str
+) -> None:
+    """The baseline and the summary a stage sets on the job are written with its accepted
+    run: a job never names a baseline, or shows a summary, that no accepted stage produced."""
+    job = cairn.submit(SCRIPT)
+    assert _work(cairn, f"crash:before_accept:{stage}") == 137
+    assert getattr(cairn.job(job.id), column) is None, f"{column} written before {stage} ended"
+    assert _work(cairn) == 0
+    resumed = cairn.job(job.id)
+    assert resumed.status is Status.waiting, cairn.detail(job.id)["diagnosis"]
+    with cairn.store.read() as conn:
+        accepted = conn.execute(
+            sa.select(stage_runs.c.content_id).where(
+                stage_runs.c.job_id == job.id,
+                stage_runs.c.stage == "preparing_baseline",
+                stage_runs.c.status == "accepted",
+            )
+        ).scalar_one()
+    assert resumed.baseline == accepted
+    assert resumed.summary is not None and "out.txt" in resumed.summary
 
 
 def test_a_git_killed_with_its_runner_leaves_no_lock_that_blocks_the_job(cairn: Cairn) -> None:

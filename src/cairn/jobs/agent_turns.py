@@ -44,7 +44,9 @@ def _agent(drive: Drive, upstream: Upstream) -> Result:
     _tell_dependency_decision(drive)
     agent = get_agent(drive.request.agent, drive.config)
     corrective = _corrective_is_due(drive)
-    with drive.fenced() as conn:
+    # Read without the write lock a fenced transaction takes: whatever follows from it is
+    # written fenced, and refused if another runner holds the job by then.
+    with drive.store.read() as conn:
         saved = context.load(conn, drive.job.id)
     # An outcome saved before a crash is settled as it was, never produced a second time.
     if saved.outcome is not None:

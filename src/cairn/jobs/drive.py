@@ -100,6 +100,7 @@ class Drive:
         self.sanitizer: Sanitizer = user_sanitizer(config, self.room.repo)
         self._reused_unchecked: str | None = None
         self._entering_stage: Stage | None = None
+        self._outcome_fields: dict[str, Any] = {}
 
     @cached_property
     def mirror(self) -> Mirror:
@@ -160,11 +161,22 @@ class Drive:
         return entering
 
     def record(self, **fields: Any) -> None:
-        """Set job columns (baseline, summary, fingerprint) without moving the job."""
-        with self.store.begin() as conn:
-            self.job = job_ledger.transition(
-                conn, self.job, self.job.stage, self.job.status, fencing_token=self.token, **fields
-            )
+        """Set job columns (baseline, summary, fingerprint) without moving the job, in the
+        write that records the running stage's outcome (EnteringLedger): the job never names
+        a baseline or a summary its stage did not finish with, and a commit is saved."""
+        self._outcome_fields |= fields
+
+    def take_outcome_fields(self) -> dict[str, Any]:
+        """The job columns `record` set since the last outcome, now handed to its write."""
+        fields, self._outcome_fields = self._outcome_fields, {}
+        return fields
+
+    def record_in(self, conn: sa.Connection, fields: dict[str, Any]) -> Job:
+        """The write of `fields` in the caller's transaction, fenced like a move; the job as
+        it will be once that commits."""
+        return job_ledger.transition(
+            conn, self.job, self.job.stage, self.job.status, fencing_token=self.token, **fields
+        )
 
     def stop(
         self,

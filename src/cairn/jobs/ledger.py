@@ -83,6 +83,15 @@ class StoreLedger:
     def finish(
         self, run: RunRecord, status: RunStatus, content_id: str | None, evidence: Evidence
     ) -> None:
+        self._finish(run, status, content_id, evidence)
+        if status is RunStatus.running:
+            self._may_be_running(run.stage)  # running again: looked for from now on
+        elif self._latest.get(run.stage) == run.ref:
+            self._settled(run.stage)
+
+    def _finish(
+        self, run: RunRecord, status: RunStatus, content_id: str | None, evidence: Evidence
+    ) -> None:
         fenced_runs.finish(
             self.store,
             self.job_id,
@@ -92,10 +101,6 @@ class StoreLedger:
             content_id=content_id,
             evidence=evidence.to_data(),
         )
-        if status is RunStatus.running:
-            self._may_be_running(run.stage)  # running again: looked for from now on
-        elif self._latest.get(run.stage) == run.ref:
-            self._settled(run.stage)
 
     def record(
         self,
@@ -130,7 +135,8 @@ class StoreLedger:
 class EnteringLedger(StoreLedger):
     """A drive's stage runs, each stage's intent recorded in the very transaction that moves
     the job into that stage: one fenced write where a move and an intent took two (the move's
-    compare-and-set on the fencing token guards the intent too)."""
+    compare-and-set on the fencing token guards the intent too). Likewise the job columns a
+    stage set (`Drive.record`) are written with that stage's outcome."""
 
     def __init__(self, drive: Drive) -> None:
         super().__init__(drive.store, drive.job.id, drive.token)
@@ -150,6 +156,19 @@ class EnteringLedger(StoreLedger):
         started = run_record(run)
         assert started is not None, "a run just recorded reads back"
         return self._started(started)
+
+    def _finish(
+        self, run: RunRecord, status: RunStatus, content_id: str | None, evidence: Evidence
+    ) -> None:
+        fields = self.drive.take_outcome_fields()
+        if not fields:
+            return super()._finish(run, status, content_id, evidence)
+        with self.store.begin() as conn:
+            recorded = self.drive.record_in(conn, fields)  # the fence of the whole write
+            stage_runs.finish(
+                conn, run.ref, status=status, content_id=content_id, evidence=evidence.to_data()
+            )
+        self.drive.job = recorded
 
 
 class StoreEffects:
