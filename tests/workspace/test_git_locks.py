@@ -72,3 +72,21 @@ def test_a_folder_of_that_name_or_a_file_where_git_needs_a_folder_is_no_lock(
     branch = _plant(tmp_path / "cairn", age=60)  # refs/heads/cairn: a branch, not a folder
     assert clear_stale([tmp_path / "refs.lock", branch / "job-1.lock"], 1) == []
     assert (tmp_path / "refs.lock").is_dir() and branch.is_file()
+
+
+def test_with_no_lock_there_the_given_lock_is_not_taken(tmp_path: Path) -> None:
+    taken: list[bool] = []
+
+    class Held:
+        def __enter__(self) -> None:
+            taken.append(True)
+
+        def __exit__(self, *exc: object) -> None:
+            pass
+
+    (tmp_path / "refs.lock").mkdir()  # a folder: no lock
+    assert clear_stale([tmp_path / "absent.lock", tmp_path / "refs.lock"], 30, held=Held) == []
+    assert taken == [], "runners queued on the mirror's lock to find nothing"
+    _plant(tmp_path / "absent.lock", age=60)
+    assert clear_stale([tmp_path / "absent.lock"], 30, held=Held) == ["absent.lock"]
+    assert taken == [True]

@@ -9,6 +9,7 @@ git can still hold it.
 from __future__ import annotations
 
 import contextlib
+import os
 import stat
 import time
 from collections.abc import Callable, Sequence
@@ -35,19 +36,22 @@ def clear_stale(
     future) never makes the wait longer than `older_than`, while a new lock at the same path
     (another file) starts again. Each look and removal is made holding `held()`; the waiting
     is not. Stops waiting once `stop()` answers True.
+
+    Almost always there is no lock at all: a first look without `held()` says so, and the
+    lock is not taken (runners would queue on the mirror's lock for it). A dead git's lock
+    is there whether or not `held()` is, and a live git's is not for this call to clear.
     """
+    if all(_lock_status(lock) is None for lock in locks):
+        return []
     seen: dict[tuple[Path, int], float] = {}
     removed: list[str] = []
     while True:
         wait = 0.0
         with held():
             for lock in locks:
-                try:
-                    status = lock.lstat()
-                except (FileNotFoundError, NotADirectoryError):
-                    continue  # none there (or a file where git would need a folder)
-                if stat.S_ISDIR(status.st_mode):
-                    continue  # not a lock git took (and nothing `unlink` could remove)
+                status = _lock_status(lock)
+                if status is None:
+                    continue
                 first = seen.setdefault((lock, status.st_ino), time.monotonic())
                 age = max(time.time() - status.st_mtime, time.monotonic() - first)
                 if age >= older_than:
@@ -58,3 +62,13 @@ def clear_stale(
         if not wait or stop():
             return removed
         time.sleep(min(wait, 0.2))
+
+
+def _lock_status(path: Path) -> os.stat_result | None:
+    """The lock file at `path`, as lstat sees it; None when there is none."""
+    try:
+        status = path.lstat()
+    except (FileNotFoundError, NotADirectoryError):
+        return None  # none there (or a file where git would need a folder)
+    # A folder is not a lock git took (and nothing `unlink` could remove).
+    return None if stat.S_ISDIR(status.st_mode) else status
