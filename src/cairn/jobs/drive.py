@@ -41,7 +41,9 @@ from cairn.workspace.mirror import Mirror
 from cairn.workspace.worktree import Worktree
 
 _log = logging.getLogger("cairn.runner")
-Handler = Callable[["Drive"], None]
+Handler = Callable[["Drive"], bool]
+"""A gate before the workflow; True when the job is past it and goes on into the workflow now
+(moved out of the gate by its first stage's intent, in one write)."""
 ProgressCallback = Callable[[Job], None]
 
 
@@ -215,9 +217,7 @@ class Drive:
             if self._access_holds():
                 while self._still_ours():
                     handler = gates.get(self.job.stage)
-                    if handler is not None:
-                        handler(self)
-                    else:
+                    if handler is None or handler(self):
                         self._drive_workflow(workflow)
         except LeaseLost:
             pass

@@ -45,15 +45,17 @@ def decide(conn: sa.Connection, job: Job, kind: str, *, runnable: Status = Statu
     return job_ledger.transition(conn, job, Stage.awaiting_run_approval, runnable)
 
 
-def queued(drive: Drive) -> None:
+def queued(drive: Drive) -> bool:
     """A job still at `queued` (submitted by an older cairn) meets the run gate as submit does."""
     with drive.fenced() as conn:
         drive.job = decide(conn, drive.job, drive.request.kind, runnable=Status.running)
     drive.on_progress(drive.job)
+    return False
 
 
-def run_approved(drive: Drive) -> None:
-    """Past the run gate (a person's or the policy's approval); without one the job waits again."""
+def run_approved(drive: Drive) -> bool:
+    """Past the run gate (a person's or the policy's approval), the job goes on into the
+    workflow, whose first stage moves it with that stage's intent; without one it waits again."""
     with drive.store.read() as conn:
         passed = any(
             d.gate == Gate.run and d.verdict in (Verdict.approved, Verdict.auto)
@@ -61,5 +63,4 @@ def run_approved(drive: Drive) -> None:
         )
     if not passed:
         drive.wait(Stage.awaiting_run_approval)
-        return
-    drive.move(Stage.preparing_baseline)
+    return passed
