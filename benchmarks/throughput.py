@@ -7,7 +7,10 @@ when it answers at 127.0.0.1:5432):
    4 runner processes, and the CPU each job cost: the runners' own (cairn's Python) and their
    subprocesses' (git, the sandbox). The runners are started and registered before the jobs
    are submitted, so interpreter start-up is not counted; each round's jobs are rejected and
-   `cairn gc` tidies the installation before the next round, so every round starts alike;
+   `cairn gc` tidies the installation before the next round, so every round starts alike.
+   For reference, the same jobs split between two installations that share nothing (two
+   homes, two stores, two mirrors), one runner each: what the machine allows two runners
+   before any cost of sharing a store;
 2. failover: from a runner's SIGKILL to its job running again under another runner, with the
    part spent waiting for the lease to run out reported beside it;
 3. pickup: from a decision (an approval at the review gate) to a runner holding the job,
@@ -198,30 +201,62 @@ def throughput(made: Home, runner_count: int, job_count: int, threads: int = 1) 
     start = time.monotonic()
     ids = made.submit([NOOP_SCRIPT.format(n=n) for n in range(job_count)])
 
-    def reviewed() -> bool:
-        rows = made.job_rows(ids)
-        bad = [r for r in rows if r.status in ("failed", "blocked")]
-        if bad:
-            raise SystemExit(f"a benchmark job did not reach review: {bad[0].diagnosis}")
-        return all(r.stage == Stage.awaiting_review.value for r in rows)
-
-    end = wait_until(reviewed, "the jobs to reach review", poll=0.05)
+    end = wait_until(lambda: reviewed(made, ids), "the jobs to reach review", poll=0.05)
     after = [cpu_seconds(p.pid) for p in processes]
     stop(processes)
     own = sum(a[0] - b[0] for a, b in zip(after, before, strict=True))
     children = sum(a[1] - b[1] for a, b in zip(after, before, strict=True))
-    with made.store.begin() as conn:  # reset for the next round: the reviewed jobs end
-        for job_id in ids:
-            gates.reject(conn, job_id, "admin", "benchmark")
-    # Each round starts from a tidied mirror: every fetch and worktree command looks at all
-    # the worktrees and refs it holds, so rounds run later would otherwise pay for the jobs
-    # of earlier ones (as an installation pays until `cairn gc` runs).
-    made.cli("gc")
+    reset(made, ids)
     return {
         "jobs_per_min": job_count / (end - start) * 60,
         "cpu_ms_per_job": own / job_count * 1000,
         "children_cpu_ms_per_job": children / job_count * 1000,
     }
+
+
+def reviewed(made: Home, ids: list[int]) -> bool:
+    """Whether every job of `ids` waits at review; a job that failed or blocked ends the run."""
+    rows = made.job_rows(ids)
+    bad = [r for r in rows if r.status in ("failed", "blocked")]
+    if bad:
+        raise SystemExit(f"a benchmark job did not reach review: {bad[0].diagnosis}")
+    return all(r.stage == Stage.awaiting_review.value for r in rows)
+
+
+def reset(made: Home, ids: list[int]) -> None:
+    """End a round's reviewed jobs and tidy the installation for the next round.
+
+    Each round starts from a tidied mirror: every fetch and worktree command looks at all the
+    worktrees and refs it holds, so rounds run later would otherwise pay for the jobs of
+    earlier ones (as an installation pays until `cairn gc` runs).
+    """
+    with made.store.begin() as conn:
+        for job_id in ids:
+            gates.reject(conn, job_id, "admin", "benchmark")
+    made.cli("gc")
+
+
+def apart(homes: list[Home], job_count: int) -> float:
+    """Jobs per minute of one runner on each of `homes` (installations sharing nothing but
+    the machine), `job_count` jobs in all: what the machine allows several runners, whatever
+    a shared store costs them."""
+    processes = [started_runners(made, 1)[0] for made in homes]
+    shares = [job_count // len(homes) + (n < job_count % len(homes)) for n in range(len(homes))]
+    start = time.monotonic()
+    ids = [
+        made.submit([NOOP_SCRIPT.format(n=f"apart-{n}") for n in range(share)])
+        for made, share in zip(homes, shares, strict=True)
+    ]
+
+    end = wait_until(
+        lambda: all(reviewed(made, made_ids) for made, made_ids in zip(homes, ids, strict=True)),
+        "the jobs of every installation to reach review",
+        poll=0.05,
+    )
+    stop(processes)
+    for made, made_ids in zip(homes, ids, strict=True):
+        reset(made, made_ids)
+    return job_count / (end - start) * 60
 
 
 def failover(made: Home) -> dict[str, float]:
@@ -325,9 +360,10 @@ def main() -> None:
         if backend == "postgres" and not postgres_reachable():
             print("postgres: unreachable at 127.0.0.1:5432, skipped")
             continue
-        with home(backend) as made:
-            made.submit([NOOP_SCRIPT.format(n="warm-up")])  # the mirror is cloned once, here
-            stop(started_runners(made, 1, "--until-idle"))
+        with home(backend) as made, home(backend) as other:
+            for each in (made, other):  # each mirror is cloned once, here
+                each.submit([NOOP_SCRIPT.format(n="warm-up")])
+                stop(started_runners(each, 1, "--until-idle"))
             rows = {n: throughput(made, n, args.jobs) for n in counts}
             one = rows[counts[0]]["jobs_per_min"]
             print(f"\n{backend}:")
@@ -338,6 +374,11 @@ def main() -> None:
                     f"{row['cpu_ms_per_job']:6.1f} ms/job, subprocesses "
                     f"{row['children_cpu_ms_per_job']:6.1f} ms/job"
                 )
+            shared_nothing = apart([made, other], args.jobs)
+            print(
+                f"  2 installations sharing nothing, 1 runner each: {shared_nothing:7.1f} "
+                f"jobs/min ({shared_nothing / one:.2f}x one runner: the machine's own limit)"
+            )
             for threads in (2, 4):
                 row = throughput(made, 1, args.jobs, threads=threads)
                 print(
