@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -234,6 +235,41 @@ def test_a_job_past_the_run_gate_enters_its_first_stage_with_that_stages_intent(
     assert moves.count(Stage.preparing_baseline) == 1
     (entered_once,) = _runs(cairn, job.id, "preparing_baseline")
     assert entered_once["status"] == "accepted"
+
+
+# The writes are read off SQLite's transactions (on PostgreSQL some are single statements
+# that commit on their own); the code that groups them is the same on both.
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+def test_a_new_jobs_first_write_enters_its_first_stage_and_makes_this_host_its_holder(
+    cairn: Cairn,
+) -> None:
+    # One write takes a new job past the run gate: the move into its first stage (and its
+    # progress event), that stage's intent, and this host as the holder of its workspace;
+    # nothing written between its claim and that write.
+    job = cairn.submit(SCRIPT)
+    written: list[set[str]] = []
+    tables: set[str] = set()
+
+    def on_execute(*args: Any) -> None:
+        tables.update(re.findall(r"(?:INSERT INTO|UPDATE|DELETE FROM) (\w+)", args[2]))
+
+    def on_commit(_conn: sa.Connection) -> None:
+        if tables:
+            written.append(set(tables))
+        tables.clear()
+
+    sa.event.listen(cairn.store.engine, "before_cursor_execute", on_execute)
+    sa.event.listen(cairn.store.engine, "commit", on_commit)
+    try:
+        cairn.work()
+    finally:
+        sa.event.remove(cairn.store.engine, "before_cursor_execute", on_execute)
+        sa.event.remove(cairn.store.engine, "commit", on_commit)
+    assert cairn.job(job.id).stage is Stage.awaiting_review
+    claim = next(n for n, t in enumerate(written) if "runners" not in t and "jobs" in t)
+    assert written[claim] == {"jobs"}, "the claim"
+    assert written[claim + 1] == {"jobs", "events", "stage_runs", "workspace_holders"}
+    assert not any("workspace_holders" in t for t in written[claim + 2 :])
 
 
 def test_checkpoints_leave_no_ref_behind_and_each_bundle_holds_its_commit(

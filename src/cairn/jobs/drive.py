@@ -31,7 +31,7 @@ from cairn.jobs.ledger import EnteringLedger
 from cairn.next_action import Action, NextAction
 from cairn.sanitize import Sanitizer, user_sanitizer
 from cairn.stages import Stage, Status
-from cairn.store import Store
+from cairn.store import Store, workspace_hosts
 from cairn.store import jobs as job_ledger
 from cairn.store.identity import get_group
 from cairn.store.records import Group, Job, Request, Room
@@ -103,6 +103,8 @@ class Drive:
         self._reused_unchecked: str | None = None
         self._entering_stage: Stage | None = None
         self._outcome_fields: dict[str, Any] = {}
+        self._holding: str | None = None
+        """A host to record as the workspace's holder in the next move (`hold_with_next_move`)."""
 
     @cached_property
     def mirror(self) -> Mirror:
@@ -149,12 +151,21 @@ class Drive:
         if self.job.stage is Stage.running_agent and stage is not Stage.running_agent:
             # Whatever the agent's last turn ended with is settled by this very move.
             context.settle(conn, self.job.id, self.agent_name)
+        if self._holding is not None:
+            workspace_hosts.hold(conn, self.job.id, self._holding)
         return moved
 
     def moved(self, job: Job) -> None:
         """Take the job as a committed move left it, and show its progress."""
         self.job = job
+        self._holding = None  # recorded by the move that just committed
         self.on_progress(job)
+
+    def hold_with_next_move(self, host: str) -> None:
+        """Make `host` the holder of the job's workspace in the job's next move, the write
+        that moves a job past the run gate into the first stage it runs: a write saved, and
+        still before that stage (or any after it) makes the workspace."""
+        self._holding = host
 
     def take_entry(self) -> Stage | None:
         """The stage the workflow is entering but the job has not moved to yet (see

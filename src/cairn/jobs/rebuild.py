@@ -25,6 +25,7 @@ import sqlalchemy as sa
 from cairn.errors import WorkspaceError
 from cairn.jobs.checkpoints import checkpoint_ref, host_of
 from cairn.next_action import Action, NextAction
+from cairn.stages import Stage
 from cairn.store import checkpoints as checkpoint_ledger
 from cairn.store import contexts, workspace_hosts
 from cairn.store.checkpoints import Checkpoint
@@ -50,9 +51,14 @@ def ensure_workspace_here(drive: Drive) -> Checkpoint | None:
     )
     if held_by == here and os.path.lexists(drive.worktree.path):
         return None  # this host's own workspace, whatever state a crash left it in (rule 9)
-    if held_by is None and latest is None:
-        with drive.fenced() as conn:  # a job new to every host: this one makes its workspace
-            workspace_hosts.hold(conn, drive.job.id, here)
+    if held_by is None and latest is None:  # a job new to every host: this one makes it
+        if drive.job.stage is Stage.awaiting_run_approval:
+            # Just past the run gate: the first stage that runs moves the job out of it, and
+            # before it makes any workspace; this host is made the holder in that move.
+            drive.hold_with_next_move(here)
+        else:
+            with drive.fenced() as conn:
+                workspace_hosts.hold(conn, drive.job.id, here)
         return None
     with drive.mirror.lock():
         drive.worktree.remove()  # this host's copy is older than the job's latest state
