@@ -176,7 +176,8 @@ class Drive:
     def record(self, **fields: Any) -> None:
         """Set job columns (baseline, summary, fingerprint) without moving the job, in the
         write that records the running stage's outcome (EnteringLedger): the job never names
-        a baseline or a summary its stage did not finish with, and a commit is saved."""
+        a baseline or a summary its stage did not finish with, and a commit is saved. For a
+        stage with a recorded intent (every stage of the code-job workflow)."""
         self._outcome_fields |= fields
 
     def take_outcome_fields(self) -> dict[str, Any]:

@@ -157,6 +157,18 @@ class EnteringLedger(StoreLedger):
         assert started is not None, "a run just recorded reads back"
         return self._started(started)
 
+    def record(
+        self,
+        stage: str,
+        recipe_id: str,
+        status: RunStatus,
+        content_id: str | None,
+        evidence: Evidence,
+    ) -> RunRecord:
+        unwritten = self.drive.take_outcome_fields()
+        assert not unwritten, f"an effect-free stage set job columns: {sorted(unwritten)}"
+        return super().record(stage, recipe_id, status, content_id, evidence)
+
     def _finish(
         self, run: RunRecord, status: RunStatus, content_id: str | None, evidence: Evidence
     ) -> None:
