@@ -166,65 +166,39 @@ def test_the_agent_stage_records_whether_isolation_held(
     assert unproven == "unproven"
 
 
+@pytest.mark.parametrize(
+    ("refused", "left_in"),
+    [
+        (Stage.preparing_workspace, Stage.preparing_baseline),
+        # Past the run gate, the job leaves it in the write of its first stage's intent.
+        (Stage.preparing_baseline, Stage.awaiting_run_approval),
+    ],
+)
 def test_a_stage_is_entered_with_its_intent_in_one_write_or_not_at_all(
-    cairn: Cairn, monkeypatch: pytest.MonkeyPatch
+    cairn: Cairn, monkeypatch: pytest.MonkeyPatch, refused: Stage, left_in: Stage
 ) -> None:
     # The job's move into a stage and the stage's recorded intent are one fenced write: a
     # failure writing the intent leaves no sign of the stage (no progress event, no run).
     from cairn.jobs import gates
     from cairn.store import fenced_runs, progress
 
-    def refused(
+    def refusing(
         conn: sa.Connection, job_id: int, token: int, stage: str, recipe: str, **options: Any
     ) -> object:
-        if stage == Stage.preparing_workspace.value:
+        if stage == refused.value:
             raise RuntimeError("the intent could not be written")
         return real(conn, job_id, token, stage, recipe, **options)
 
     real = fenced_runs.start_in
-    monkeypatch.setattr(fenced_runs, "start_in", refused)
+    monkeypatch.setattr(fenced_runs, "start_in", refusing)
     job = cairn.submit(SCRIPT)
     cairn.work()
     stopped = cairn.job(job.id)
-    assert (stopped.stage, stopped.status) == (Stage.preparing_baseline, Status.blocked)
+    assert (stopped.stage, stopped.status) == (left_in, Status.blocked)
     with cairn.store.read() as conn:
         entered = {event.stage for event in progress.events_for_job(conn, job.id)}
-    assert Stage.preparing_baseline in entered and Stage.preparing_workspace not in entered
-    assert _runs(cairn, job.id, "preparing_workspace") == []
-    monkeypatch.setattr(fenced_runs, "start_in", real)
-    with cairn.store.begin() as conn:
-        gates.resume(conn, job.id, "alice")
-    cairn.work()
-    assert cairn.job(job.id).stage is Stage.awaiting_review
-    (entered_once,) = _runs(cairn, job.id, "preparing_workspace")
-    assert entered_once["status"] == "accepted"
-
-
-def test_a_job_past_the_run_gate_enters_its_first_stage_with_that_stages_intent(
-    cairn: Cairn, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Past the run gate the job moves into the baseline stage in the write of that stage's
-    # intent: a failure writing it leaves the job at the gate (no progress event, no run).
-    from cairn.jobs import gates
-    from cairn.store import fenced_runs, progress
-
-    def refused(
-        conn: sa.Connection, job_id: int, token: int, stage: str, recipe: str, **options: Any
-    ) -> object:
-        if stage == Stage.preparing_baseline.value:
-            raise RuntimeError("the intent could not be written")
-        return real(conn, job_id, token, stage, recipe, **options)
-
-    real = fenced_runs.start_in
-    monkeypatch.setattr(fenced_runs, "start_in", refused)
-    job = cairn.submit(SCRIPT)
-    cairn.work()
-    stopped = cairn.job(job.id)
-    assert (stopped.stage, stopped.status) == (Stage.awaiting_run_approval, Status.blocked)
-    with cairn.store.read() as conn:
-        entered = {event.stage for event in progress.events_for_job(conn, job.id)}
-    assert Stage.preparing_baseline not in entered
-    assert _runs(cairn, job.id, "preparing_baseline") == []
+    assert left_in in entered and refused not in entered
+    assert _runs(cairn, job.id, refused.value) == []
     monkeypatch.setattr(fenced_runs, "start_in", real)
     with cairn.store.begin() as conn:
         gates.resume(conn, job.id, "alice")
@@ -232,8 +206,8 @@ def test_a_job_past_the_run_gate_enters_its_first_stage_with_that_stages_intent(
     assert cairn.job(job.id).stage is Stage.awaiting_review
     with cairn.store.read() as conn:
         moves = [event.stage for event in progress.events_for_job(conn, job.id)]
-    assert moves.count(Stage.preparing_baseline) == 1
-    (entered_once,) = _runs(cairn, job.id, "preparing_baseline")
+    assert moves.count(refused) == 1
+    (entered_once,) = _runs(cairn, job.id, refused.value)
     assert entered_once["status"] == "accepted"
 
 
