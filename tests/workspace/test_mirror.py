@@ -50,6 +50,42 @@ def _counting_fetches(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return fetches
 
 
+@pytest.mark.parametrize("address", ["checkout", "bare repository by file URL"])
+def test_a_repository_on_this_host_is_fetched_only_when_its_tip_moved(
+    tmp_path: Path, project: Path, monkeypatch: pytest.MonkeyPatch, address: str
+) -> None:
+    source = project
+    if address != "checkout":
+        source = tmp_path / "server" / "app.git"
+        plain_git(tmp_path, "clone", "--quiet", "--bare", str(project), str(source))
+    repo = str(project) if address == "checkout" else source.as_uri()
+    mirror = Mirror(tmp_path / "home" / "room.git", repo, "main")
+    first = mirror.fetch_baseline()  # the clone, and a fetch
+    fetches = _counting_fetches(monkeypatch)
+    asked = fetch_stamp.now()
+    assert mirror.fetch_baseline() == first and fetches == []
+    # Looked at after this call asked: it serves a job that waited for it, as a fetch would.
+    assert fetch_stamp.fetched_since(mirror.path, repo, "main", asked)
+    newer = commit_file(project, "NOTES.md", "notes\n", "Add notes")
+    if source != project:
+        plain_git(project, "push", "--quiet", str(source), "main")
+    assert mirror.fetch_baseline() == newer != first and len(fetches) == 1
+    assert plain_git(mirror.path, "rev-parse", mirror.base_ref) == newer
+
+
+def test_a_folder_inside_a_repository_is_never_taken_for_that_repository(
+    tmp_path: Path, project: Path
+) -> None:
+    home = tmp_path / "home" / "room.git"
+    Mirror(home, str(project), "main").fetch_baseline()
+    # The same mirror, now named for a plain folder of the checkout (not a repository): the
+    # checkout's branch, which the mirror holds, must not answer for it.
+    (project / "docs").mkdir()
+    elsewhere = Mirror(home, str(project / "docs"), "main")
+    with pytest.raises(WorkspaceError, match="could not fetch"):
+        elsewhere.fetch_baseline()
+
+
 def test_a_fetch_that_started_after_a_job_asked_serves_that_job_too(
     mirror: Mirror, project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -141,6 +177,7 @@ def test_a_fetch_that_never_finished_leaves_no_stamp_to_serve_anyone(
     mirror: Mirror, project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     mirror.fetch_baseline()
+    commit_file(project, "NOTES.md", "notes\n", "Add notes")  # so there is one to fetch
     asked = fetch_stamp.now()
     real = Mirror._fetch_base
 
