@@ -275,3 +275,44 @@ def test_checkpoints_leave_no_ref_behind_and_each_bundle_holds_its_commit(
             check=True,
         )
         assert heads.stdout.split()[0] == checkpoint.commit
+
+
+def test_the_commit_checkpointed_as_the_agents_result_is_the_one_summarizing_delivers(
+    cairn: Cairn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Written once, with the job's message, and bundled once: the agent's checkpoint and the
+    # summary's hold the very same commit, so the summary makes no second one.
+    from cairn.store import checkpoints
+    from cairn.workspace import worktree
+
+    written: list[str] = []
+    packed: list[str] = []
+    real_run_git, real_bundle = worktree.run_git, worktree.bundle
+
+    def run_git(*args: str, **kwargs: Any) -> str:
+        made = real_run_git(*args, **kwargs)
+        if "commit-tree" in args:
+            written.append(made)
+        return made
+
+    def bundle(mirror: Any, tip: str, *args: Any, **kwargs: Any) -> bytes:
+        packed.append(tip)
+        return real_bundle(mirror, tip, *args, **kwargs)
+
+    monkeypatch.setattr(worktree, "run_git", run_git)
+    monkeypatch.setattr(worktree, "bundle", bundle)
+    job = cairn.submit(SCRIPT, text="Write the notes\nand say why")
+    cairn.work()
+    assert cairn.job(job.id).stage is Stage.awaiting_review
+    with cairn.store.read() as conn:
+        agent, summary = checkpoints.for_job(conn, job.id)
+    branch = cairn.branch(job.id)
+    mirror = cairn.config.mirror_path(cairn.store.installation_id, job.room_id)
+    head = subprocess.run(
+        ["git", "log", "-1", "--format=%H%n%B", f"refs/heads/{branch}"],
+        cwd=mirror, capture_output=True, text=True, check=True,
+    ).stdout.split("\n", 1)  # fmt: skip
+    assert agent.head == cairn.job(job.id).baseline != agent.commit
+    assert written == packed == [agent.commit] == [summary.commit] == [summary.head] == head[:1]
+    assert head[1].strip() == f"{branch}: Write the notes"
+    assert summary.bundle == agent.bundle

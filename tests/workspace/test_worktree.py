@@ -7,11 +7,13 @@ import shutil
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from cairn.errors import WorkspaceError
 from cairn.testing.repos import commit_file
+from cairn.workspace import worktree as worktree_module
 from cairn.workspace.mirror import Mirror
 from cairn.workspace.worktree import Worktree
 
@@ -286,6 +288,56 @@ def test_commit_records_the_content_and_leaves_a_clean_status(
     assert plain_git(worktree.path, "log", "-1", "--format=%an <%ae>|%s", sha) == (
         "cairn <cairn@localhost>|Rewrite the README"
     )
+    assert plain_git(worktree.path, "status", "--porcelain") == ""
+
+
+@pytest.mark.parametrize("split_index", [False, True])
+def test_a_commit_makes_the_index_it_measured_the_worktrees_own(
+    worktree: Worktree,
+    baseline: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    split_index: bool,
+) -> None:
+    if split_index:  # a user's config asking for an index in two files
+        (tmp_path / "gitconfig").write_text("[core]\n\tsplitIndex = true\n")
+        monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "gitconfig"))
+    started: list[str] = []
+    real_run_git = worktree_module.run_git
+
+    def run_git(*args: str, **kwargs: Any) -> str:
+        started.extend(a for a in args if a in ("reset", "read-tree", "update-index"))
+        return real_run_git(*args, **kwargs)
+
+    monkeypatch.setattr(worktree_module, "run_git", run_git)
+    (worktree.path / "README.md").write_text("rewritten\n")
+    (worktree.path / "NEW.md").write_text("untracked\n")
+    (worktree.path / "tests" / "test_app.py").unlink()
+    sha = worktree.commit(baseline, "Rewrite")
+    assert started == ["read-tree"], "measured once, and no reset after the commit"
+    monkeypatch.undo()
+    assert plain_git(worktree.path, "status", "--porcelain") == ""
+    assert plain_git(worktree.path, "diff", "--cached", "--name-only", sha) == ""
+    assert plain_git(worktree.path, "ls-files") == plain_git(
+        worktree.path, "ls-tree", "-r", "--name-only", sha
+    )
+    # With every file's stat data: git trusts the index without hashing the files again.
+    assert "mtime: 0:0" not in plain_git(worktree.path, "ls-files", "--debug")
+    assert not _git_path(worktree, "index.lock").exists()
+    # One file, nothing beside it in the worktree's git folder, whatever the user's config.
+    assert not list(_git_path(worktree, "index").parent.glob("sharedindex.*"))
+
+
+def test_an_index_another_git_holds_is_left_to_that_git(worktree: Worktree, baseline: str) -> None:
+    (worktree.path / "NEW.md").write_text("work\n")
+    lock = _git_path(worktree, "index.lock")
+    lock.write_text("a running git's\n")
+    before = _index(worktree)
+    with pytest.raises(WorkspaceError, match="could not refresh the index"):
+        worktree.commit(baseline, "Add NEW.md")
+    assert lock.read_text() == "a running git's\n" and _index(worktree) == before
+    lock.unlink()
+    assert worktree.commit(baseline, "Add NEW.md") == worktree.head()  # the index catches up
     assert plain_git(worktree.path, "status", "--porcelain") == ""
 
 

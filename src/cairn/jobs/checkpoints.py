@@ -10,7 +10,9 @@ which every host fetches anyway, so a checkpoint costs about the size of the job
 What one holds: the job branch's head, and when the workspace also holds files not yet
 committed (the agent's result before `summarizing` commits it), a commit on top of the head
 carrying exactly the workspace's content identity. The rebuilt workspace must reproduce that
-tree id, or the rebuild is refused.
+tree id, or the rebuild is refused. That commit has the message of the job's own commit:
+when the workspace still holds it, summarizing puts that very commit on the branch, and the
+checkpoint after it needs no second bundle.
 
 Context and workspace: the agent's context is saved after every agent step, the workspace
 only here. Each checkpoint records the context's position in the same transaction (the
@@ -34,8 +36,6 @@ from cairn.stages import Stage
 from cairn.store import checkpoints as checkpoint_ledger
 from cairn.store import context_steps, contexts
 from cairn.store.checkpoints import Checkpoint
-from cairn.workspace.bundles import bundle
-from cairn.workspace.git import IDENTITY
 
 if TYPE_CHECKING:
     from cairn.jobs.drive import Drive
@@ -147,9 +147,9 @@ def _bundle(drive: Drive, baseline: str, head: str, holds: bool, tree: str) -> t
     if head != baseline and holds:
         commit = head
     else:
-        commit = drive.worktree.git(
-            *IDENTITY, "commit-tree", tree, "-p", head, "-F", "-",
-            input=f"{drive.branch}: checkpoint of uncommitted work",
-        )  # fmt: skip
-    ref = checkpoint_ref(drive.job.id)
-    return commit, bundle(drive.mirror, commit, baseline, ref, failure=failure)
+        # With the message of the job's commit: summarizing puts this very commit on the
+        # branch when the workspace still holds `tree` on `head` (`Worktree.commit_object`).
+        commit = drive.worktree.commit_object(tree, head, drive.commit_message)
+    return commit, drive.worktree.bundle(
+        commit, baseline, checkpoint_ref(drive.job.id), failure=failure
+    )

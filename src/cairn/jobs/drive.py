@@ -123,6 +123,12 @@ class Drive:
         return self.job.branch_in(self.store.installation_id)
 
     @cached_property
+    def commit_message(self) -> str:
+        """The message of the commit that puts the job's result on its branch."""
+        text = self.request.text.strip()
+        return f"{self.branch}: {text.splitlines()[0][:72] if text else 'job'}"
+
+    @cached_property
     def worktree(self) -> Worktree:
         path = self.config.workspace_path(self.store.installation_id, self.job.id)
         return Worktree(self.mirror, path, self.branch)

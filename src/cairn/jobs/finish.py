@@ -124,9 +124,7 @@ def _summarize(drive: Drive, upstream: Upstream) -> Result:
     if upstream[Stage.verifying].evidence.get_str("tree") != tree:
         raise StageFailed("the workspace changed after verification; nothing was delivered")
     with drive.mirror.lock():
-        commit = drive.worktree.commit(
-            baseline, f"{drive.branch}: {_first_line(drive.request.text)}", tree=tree
-        )
+        commit = drive.worktree.commit(baseline, drive.commit_message, tree=tree)
     told = upstream[Stage.running_agent].evidence.get_str("agent_summary")
     # The commit holds exactly `tree` (checked above against what was verified).
     diffstat = drive.worktree.diffstat(baseline, tree)
@@ -182,11 +180,6 @@ def _review(drive: Drive, upstream: Upstream) -> Result:
             Measurement("approved_by", decision.actor), Measurement("decision", decision.id)
         ),
     )
-
-
-def _first_line(text: str) -> str:
-    line = text.strip().splitlines()[0] if text.strip() else "job"
-    return line[:72]
 
 
 VERIFY: StageDef[Drive] = StageDef(

@@ -7,16 +7,21 @@ import os
 import shutil
 import stat
 import tempfile
+import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from cairn.errors import WorkspaceError
 from cairn.removal import remove_tree
+from cairn.workspace.bundles import bundle
 from cairn.workspace.git import IDENTITY, GitError, check_branch_name, run_git, try_git
 from cairn.workspace.git_locks import clear_stale
 from cairn.workspace.mirror import Mirror
 
+_ONE_FILE_INDEX = ("-c", "core.splitIndex=false")
+"""A measurement's index in one file whatever a user's config says: a split index would put
+its shared part in the worktree's git folder, where the agent writes too."""
 STAT_WIDTH = 10_000
 """Wide enough that git never shortens a path in a diffstat with `...`."""
 _POINTER_LIMIT = 4096
@@ -40,6 +45,15 @@ class Worktree:
         self._entries_path: tuple[str, bool] | None = None
         self._changes: dict[tuple[str, str], list[str]] = {}
         """Paths changed between two trees, by (baseline, tree): trees never change."""
+        self._commits: dict[tuple[str, str, str], str] = {}
+        """Commits written here, by (tree, parent, message), for the job's life in this
+        process (each a few bytes): written again, one would differ only in its date."""
+        self._bundle: tuple[tuple[str, str, str], bytes] | None = None
+        """The last bundle made, by (tip, baseline, ref): a commit is often bundled twice."""
+        self._scratch: str | None = None
+        """A folder of cairn's own for the index of a measurement, removed with this object."""
+        self._measured: str | None = None
+        """The tree the index in `_scratch` holds, once a measurement wrote it whole."""
 
     def __repr__(self) -> str:
         return f"Worktree(branch={self.branch!r})"
@@ -247,14 +261,51 @@ class Worktree:
 
     def content_id(self) -> str:
         """The tree id of everything in the worktree, uncommitted and untracked files included."""
-        # A throwaway index seeded from HEAD: the worktree's own index (which the agent may be
-        # using) is never read or written, and no stat cache can hide an equal-size edit.
-        with tempfile.TemporaryDirectory(prefix="cairn-index-") as scratch:
-            env = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
-            failure = "git could not measure the job's workspace"
-            self.git("read-tree", "HEAD", env=env, failure=failure)
-            self.git("add", "--all", env=env, failure=failure)
-            return self.git("write-tree", env=env, failure=failure)
+        # An index of cairn's own seeded from HEAD: the worktree's own index (which the agent
+        # may be using) is never read or written, and no stat cache can hide an equal-size
+        # edit. It is kept until the next measurement (see `_take_measured_index`).
+        if self._scratch is None:
+            self._scratch = tempfile.mkdtemp(prefix="cairn-index-")
+            weakref.finalize(self, shutil.rmtree, self._scratch, ignore_errors=True)
+        self._measured = None
+        env = {"GIT_INDEX_FILE": self._measured_index}
+        failure = "git could not measure the job's workspace"
+        self.git(*_ONE_FILE_INDEX, "read-tree", "HEAD", env=env, failure=failure)
+        self.git(*_ONE_FILE_INDEX, "add", "--all", env=env, failure=failure)
+        tree = self._measured = self.git(*_ONE_FILE_INDEX, "write-tree", env=env, failure=failure)
+        return tree
+
+    @property
+    def _measured_index(self) -> str:
+        assert self._scratch is not None, "made by content_id"
+        return os.path.join(self._scratch, "index")
+
+    def _take_measured_index(self, tree: str) -> bool:
+        """Make the index of the last measurement, when it measured `tree`, the worktree's own;
+        whether it was. That index holds exactly `tree` with every file's current stat data,
+        which is what `reset --mixed` to a commit of `tree` writes, without a git process.
+
+        For `commit`, whose caller measured `tree` with nothing run in the workspace since.
+        Written as git writes an index: to `index.lock`, taken only if no one holds it, then
+        renamed over the index.
+        """
+        admin = self._valid_admin()
+        if self._measured != tree or admin is None:
+            return False
+        lock = admin / "index.lock"
+        try:
+            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
+        except OSError:
+            return False  # a git's lock, or a stale one: `reset` reports it
+        try:
+            with os.fdopen(fd, "wb") as out, open(self._measured_index, "rb") as measured:
+                shutil.copyfileobj(measured, out)
+            os.replace(lock, admin / "index")
+        except BaseException:
+            with contextlib.suppress(OSError):
+                lock.unlink()
+            raise
+        return True
 
     def changed_files(self, baseline: str, tree: str | None = None) -> list[str]:
         """Paths that differ between the baseline commit and the worktree's content.
@@ -300,7 +351,7 @@ class Worktree:
         tree = tree or self.content_id()
         head, head_tree = self.tip()
         if head_tree != tree:
-            new = self.git(*IDENTITY, "commit-tree", tree, "-p", head, "-F", "-", input=message)
+            new = self.commit_object(tree, head, message)
             # Compare-and-swap on the old head: a concurrent move of the branch fails loudly.
             self.git(
                 "update-ref",
@@ -315,8 +366,34 @@ class Worktree:
         elif head == baseline:
             raise WorkspaceError("the job's workspace has no changes to commit")
         # Also reached when a crash came between update-ref and here: the index catches up.
-        self.git("reset", "--quiet", "--mixed", "HEAD", failure="git could not refresh the index")
+        if not self._take_measured_index(tree):
+            failure = "git could not refresh the index"
+            self.git("reset", "--quiet", "--mixed", "HEAD", failure=failure)
         return head
+
+    def commit_object(self, tree: str, parent: str, message: str) -> str:
+        """A commit of `tree` on `parent` with `message`, named by no ref: the one written
+        here before for the same three, if any (a checkpoint writes the commit of the agent's
+        result with the job's message, and summarizing puts that very commit on the branch).
+
+        Until a ref names it, it is kept as the files a measurement hashed are: `git gc`
+        prunes objects no ref reaches only once they are older than `gc.pruneExpire`.
+        """
+        key = (tree, parent, message)
+        if key not in self._commits:
+            self._commits[key] = self.git(
+                *IDENTITY, "commit-tree", tree, "-p", parent, "-F", "-", input=message
+            )
+        return self._commits[key]
+
+    def bundle(self, tip: str, baseline: str, ref: str, *, failure: str) -> bytes:
+        """`bundles.bundle` of `tip` over `baseline` from the mirror; the last one is kept, so
+        a commit checkpointed twice (as the agent's result, then on the branch) is packed once.
+        """
+        key = (tip, baseline, ref)
+        if self._bundle is None or self._bundle[0] != key:
+            self._bundle = (key, bundle(self.mirror, tip, baseline, ref, failure=failure))
+        return self._bundle[1]
 
     def remove(self) -> bool:
         """Remove the worktree folder (and a half-made one); the branch stays. Whether one was."""
