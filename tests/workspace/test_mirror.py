@@ -17,6 +17,7 @@ from cairn.errors import WorkspaceError
 from cairn.jobs.gc import prune_mirror
 from cairn.testing.repos import commit_file, make_sample_repo
 from cairn.workspace import fetch_stamp
+from cairn.workspace.git import GitTimeout
 from cairn.workspace.mirror import Mirror, checkout_changes
 from cairn.workspace.worktree import Worktree
 
@@ -73,17 +74,54 @@ def test_a_repository_on_this_host_is_fetched_only_when_its_tip_moved(
     assert plain_git(mirror.path, "rev-parse", mirror.base_ref) == newer
 
 
+@pytest.mark.parametrize("named", ["by its path", "through a link", "under a colon's name"])
 def test_a_folder_inside_a_repository_is_never_taken_for_that_repository(
-    tmp_path: Path, project: Path
+    tmp_path: Path, project: Path, named: str
 ) -> None:
+    if named == "under a colon's name":  # git splits its ceiling setting at colons
+        moved = tmp_path / "a:b" / "project"
+        plain_git(tmp_path, "clone", "--quiet", str(project), str(moved))
+        project = moved
     home = tmp_path / "home" / "room.git"
     Mirror(home, str(project), "main").fetch_baseline()
     # The same mirror, now named for a plain folder of the checkout (not a repository): the
     # checkout's branch, which the mirror holds, must not answer for it.
-    (project / "docs").mkdir()
-    elsewhere = Mirror(home, str(project / "docs"), "main")
+    folder = project / "docs"
+    folder.mkdir()
+    if named == "through a link":  # git compares its ceiling with the real folder
+        (tmp_path / "links").mkdir()
+        (tmp_path / "links" / "docs").symlink_to(folder)
+        folder = tmp_path / "links" / "docs"
+    elsewhere = Mirror(home, str(folder), "main")
     with pytest.raises(WorkspaceError, match="could not fetch"):
         elsewhere.fetch_baseline()
+
+
+def test_a_repository_on_this_host_that_never_answers_is_given_up_on(tmp_path: Path) -> None:
+    # A stalled disk, or a FIFO where git reads the branch: the lookup before the fetch is
+    # held to the same time limit as the fetch, or it would hold the mirror's fetch lock.
+    bare = make_sample_repo(tmp_path / "project").parent / "app.git"
+    plain_git(tmp_path, "clone", "--quiet", "--bare", str(tmp_path / "project"), str(bare))
+    mirror = Mirror(tmp_path / "home" / "room.git", str(bare), "main", git_timeout=1)
+    mirror.fetch_baseline()
+    plain_git(bare, "update-ref", "-d", "refs/heads/main")
+    plain_git(bare, "pack-refs", "--all")
+    os.mkfifo(bare / "refs" / "heads" / "main")
+    outcome: list[BaseException | str] = []
+
+    def fetch() -> None:
+        try:
+            outcome.append(mirror.fetch_baseline())
+        except BaseException as exc:
+            outcome.append(exc)
+
+    asking = threading.Thread(target=fetch, daemon=True)
+    asking.start()
+    asking.join(30)
+    if asking.is_alive():  # let the stuck git go, or the thread never ends
+        with open(bare / "refs" / "heads" / "main", "w"):
+            pass
+    assert outcome and isinstance(outcome[0], GitTimeout), outcome
 
 
 def test_a_fetch_that_started_after_a_job_asked_serves_that_job_too(

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -323,9 +325,10 @@ def test_a_commit_makes_the_index_it_measured_the_worktrees_own(
     )
     # With every file's stat data: git trusts the index without hashing the files again.
     assert "mtime: 0:0" not in plain_git(worktree.path, "ls-files", "--debug")
-    assert not _git_path(worktree, "index.lock").exists()
-    # One file, nothing beside it in the worktree's git folder, whatever the user's config.
-    assert not list(_git_path(worktree, "index").parent.glob("sharedindex.*"))
+    # One file, whatever the user's config, and nothing left beside it in the git folder.
+    admin = _git_path(worktree, "index").parent
+    assert not list(admin.glob("sharedindex.*")) and not list(admin.glob("cairn-index-*"))
+    assert not (admin / "index.lock").exists()
 
 
 def test_an_index_another_git_holds_is_left_to_that_git(worktree: Worktree, baseline: str) -> None:
@@ -339,6 +342,55 @@ def test_an_index_another_git_holds_is_left_to_that_git(worktree: Worktree, base
     lock.unlink()
     assert worktree.commit(baseline, "Add NEW.md") == worktree.head()  # the index catches up
     assert plain_git(worktree.path, "status", "--porcelain") == ""
+
+
+def test_a_commit_of_a_tree_measured_elsewhere_is_not_given_this_measurements_index(
+    worktree: Worktree, baseline: str
+) -> None:
+    (worktree.path / "NEW.md").write_text("first\n")
+    worktree.content_id()  # this object's measurement, then the workspace changes
+    (worktree.path / "NEW.md").write_text("second\n")
+    other = Worktree(worktree.mirror, worktree.path, worktree.branch)
+    sha = worktree.commit(baseline, "Add NEW.md", tree=other.content_id())
+    assert plain_git(worktree.path, "show", f"{sha}:NEW.md") == "second"
+    assert plain_git(worktree.path, "status", "--porcelain") == ""
+
+
+def test_an_index_that_cannot_be_replaced_is_a_plain_words_error(
+    worktree: Worktree, baseline: str
+) -> None:
+    (worktree.path / "NEW.md").write_text("work\n")
+    index = _git_path(worktree, "index")
+    index.unlink()
+    index.mkdir()  # what an agent outside any sandbox could leave there
+    with pytest.raises(WorkspaceError, match="could not refresh the index"):
+        worktree.commit(baseline, "Add NEW.md")
+    assert not _git_path(worktree, "index.lock").exists()
+
+
+def test_a_measurement_index_goes_with_the_worktree_object(
+    worktree: Worktree, baseline: str
+) -> None:
+    admin = _git_path(worktree, "index").parent
+    measuring = Worktree(worktree.mirror, worktree.path, worktree.branch)
+    measuring.content_id()
+    assert len(list(admin.glob("cairn-index-*"))) == 1
+    del measuring
+    gc.collect()
+    assert not list(admin.glob("cairn-index-*"))
+
+
+def test_a_commit_written_before_and_pruned_since_is_written_again(
+    worktree: Worktree, baseline: str
+) -> None:
+    # A user's gc.pruneExpire=now lets `cairn gc` prune a commit no ref names yet.
+    (worktree.path / "NEW.md").write_text("work\n")
+    early = worktree.commit_object(worktree.content_id(), baseline, "Add NEW.md")
+    plain_git(worktree.mirror.path, "-c", "gc.pruneExpire=now", "gc", "--quiet")
+    assert subprocess.run(["git", "cat-file", "-e", early], cwd=worktree.mirror.path).returncode
+    sha = worktree.commit(baseline, "Add NEW.md")  # the same id again, within one second
+    assert worktree.head() == sha
+    assert plain_git(worktree.path, "show", f"{sha}:NEW.md") == "work"
 
 
 def test_commit_is_idempotent(worktree: Worktree, baseline: str) -> None:

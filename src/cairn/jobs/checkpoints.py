@@ -11,8 +11,9 @@ What one holds: the job branch's head, and when the workspace also holds files n
 committed (the agent's result before `summarizing` commits it), a commit on top of the head
 carrying exactly the workspace's content identity. The rebuilt workspace must reproduce that
 tree id, or the rebuild is refused. That commit has the message of the job's own commit:
-when the workspace still holds it, summarizing puts that very commit on the branch, and the
-checkpoint after it needs no second bundle.
+when the same runner summarizes the workspace still holding it, that very commit goes on the
+branch, and the checkpoint after it stores the bundle already made instead of packing it
+again. Summarizing after a crash or on another host writes a commit of its own.
 
 Context and workspace: the agent's context is saved after every agent step, the workspace
 only here. Each checkpoint records the context's position in the same transaction (the

@@ -216,9 +216,16 @@ class Mirror:
         path = local_path(self.repo)
         if path is None or not path.is_dir():
             return None
+        # git compares the ceiling with the real folder, and splits it at colons.
+        path = path.resolve()
+        if ":" in str(path.parent):
+            return None
         ceiling = {"GIT_CEILING_DIRECTORIES": str(path.parent)}
         tip = f"refs/heads/{self.base_branch}^{{commit}}"
-        theirs = try_git("rev-parse", "--verify", "--quiet", tip, cwd=path, env=ceiling)
+        theirs = try_git(
+            "rev-parse", "--verify", "--quiet", tip,
+            cwd=path, env=ceiling, timeout=self.git_timeout,
+        )  # fmt: skip
         if theirs.returncode != 0 or not theirs.stdout:
             return None
         ours = try_git(

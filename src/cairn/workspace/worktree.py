@@ -6,7 +6,7 @@ import contextlib
 import os
 import shutil
 import stat
-import tempfile
+import uuid
 import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -26,6 +26,11 @@ STAT_WIDTH = 10_000
 """Wide enough that git never shortens a path in a diffstat with `...`."""
 _POINTER_LIMIT = 4096
 """The longest `.git` pointer read: git writes one line with a path."""
+
+
+def _remove_quietly(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        path.unlink()
 
 
 class DiffStat(NamedTuple):
@@ -50,10 +55,12 @@ class Worktree:
         process (each a few bytes): written again, one would differ only in its date."""
         self._bundle: tuple[tuple[str, str, str], bytes] | None = None
         """The last bundle made, by (tip, baseline, ref): a commit is often bundled twice."""
-        self._scratch: str | None = None
-        """A folder of cairn's own for the index of a measurement, removed with this object."""
-        self._measured: str | None = None
-        """The tree the index in `_scratch` holds, once a measurement wrote it whole."""
+        self._index_name = f"cairn-index-{uuid.uuid4().hex}"
+        """This object's measurement index, in the worktree's entry in the mirror."""
+        self._indexes: set[Path] = set()
+        """Where it was written: removed when this object goes."""
+        self._measured: tuple[Path, str] | None = None
+        """The measurement index and the tree it holds, once a measurement wrote it whole."""
 
     def __repr__(self) -> str:
         return f"Worktree(branch={self.branch!r})"
@@ -64,6 +71,11 @@ class Worktree:
 
     def git(self, *args: str, **kwargs: Any) -> str:
         """Run a hardened git command inside the worktree, while it is still this job's own."""
+        self._own_admin()
+        return run_git(*args, cwd=self.path, own_repository=self.mirror.drivers_unset(), **kwargs)
+
+    def _own_admin(self) -> Path:
+        """The mirror's entry for this worktree, while the worktree is still this job's own."""
         admin = self._valid_admin()
         if admin is None or not self._entry_names_this_folder(admin):
             # The agent owns the worktree's files; a rewritten `.git` would aim cairn's git at
@@ -72,7 +84,7 @@ class Worktree:
                 "the job's workspace no longer points at cairn's copy of the repository (its "
                 ".git was changed or removed); cairn will not run git there"
             )
-        return run_git(*args, cwd=self.path, own_repository=self.mirror.drivers_unset(), **kwargs)
+        return admin
 
     def ensure(self, baseline: str) -> bool:
         """Create the worktree at `baseline`, or reuse the existing one untouched (resume).
@@ -263,48 +275,48 @@ class Worktree:
         """The tree id of everything in the worktree, uncommitted and untracked files included."""
         # An index of cairn's own seeded from HEAD: the worktree's own index (which the agent
         # may be using) is never read or written, and no stat cache can hide an equal-size
-        # edit. It is kept until the next measurement (see `_take_measured_index`).
-        if self._scratch is None:
-            self._scratch = tempfile.mkdtemp(prefix="cairn-index-")
-            weakref.finalize(self, shutil.rmtree, self._scratch, ignore_errors=True)
+        # edit. It lies beside the worktree's own index (read-only in the sandbox, removed
+        # with the worktree), named for this object, and is kept until the next measurement:
+        # a commit of what it measured makes it the worktree's index (`_take_measured_index`).
+        index = self._own_admin() / self._index_name
+        if index not in self._indexes:
+            self._indexes.add(index)
+            weakref.finalize(self, _remove_quietly, index)
         self._measured = None
-        env = {"GIT_INDEX_FILE": self._measured_index}
+        env = {"GIT_INDEX_FILE": str(index)}
         failure = "git could not measure the job's workspace"
         self.git(*_ONE_FILE_INDEX, "read-tree", "HEAD", env=env, failure=failure)
         self.git(*_ONE_FILE_INDEX, "add", "--all", env=env, failure=failure)
-        tree = self._measured = self.git(*_ONE_FILE_INDEX, "write-tree", env=env, failure=failure)
+        tree = self.git(*_ONE_FILE_INDEX, "write-tree", env=env, failure=failure)
+        self._measured = (index, tree)
         return tree
-
-    @property
-    def _measured_index(self) -> str:
-        assert self._scratch is not None, "made by content_id"
-        return os.path.join(self._scratch, "index")
 
     def _take_measured_index(self, tree: str) -> bool:
         """Make the index of the last measurement, when it measured `tree`, the worktree's own;
-        whether it was. That index holds exactly `tree` with every file's current stat data,
-        which is what `reset --mixed` to a commit of `tree` writes, without a git process.
+        whether it was. That index holds exactly `tree` with every file's stat data as git
+        wrote it, which is what `reset --mixed` to a commit of `tree` writes, without a git
+        process. For `commit`, whose caller measured `tree` with nothing run since.
 
-        For `commit`, whose caller measured `tree` with nothing run in the workspace since.
-        Written as git writes an index: to `index.lock`, taken only if no one holds it, then
-        renamed over the index.
+        As git replaces an index: its `index.lock` is taken only if no one holds it (a hard
+        link, so the file and its times are the ones git wrote), then renamed over it.
         """
-        admin = self._valid_admin()
-        if self._measured != tree or admin is None:
+        if self._measured is None or self._measured[1] != tree:
             return False
+        measured, admin = self._measured[0], self._own_admin()
+        if measured.parent != admin:
+            return False  # the worktree was made again since the measurement
         lock = admin / "index.lock"
         try:
-            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
+            os.link(measured, lock)
         except OSError:
-            return False  # a git's lock, or a stale one: `reset` reports it
+            return False  # a git's lock, or a stale one, or no index: `reset` reports it
         try:
-            with os.fdopen(fd, "wb") as out, open(self._measured_index, "rb") as measured:
-                shutil.copyfileobj(measured, out)
             os.replace(lock, admin / "index")
-        except BaseException:
-            with contextlib.suppress(OSError):
-                lock.unlink()
-            raise
+        except OSError:
+            _remove_quietly(lock)
+            return False
+        self._measured = None
+        _remove_quietly(measured)
         return True
 
     def changed_files(self, baseline: str, tree: str | None = None) -> list[str]:
@@ -351,17 +363,20 @@ class Worktree:
         tree = tree or self.content_id()
         head, head_tree = self.tip()
         if head_tree != tree:
-            new = self.commit_object(tree, head, message)
+            key = (tree, head, message)
+            written_before = key in self._commits
+            new = self.commit_object(*key)
             # Compare-and-swap on the old head: a concurrent move of the branch fails loudly.
-            self.git(
-                "update-ref",
-                "-m",
-                "cairn: commit",
-                self.branch_ref,
-                new,
-                head,
-                failure="git could not record the job's commit",
-            )
+            moved = ("update-ref", "-m", "cairn: commit", self.branch_ref)
+            failure = "git could not record the job's commit"
+            try:
+                self.git(*moved, new, head, failure=failure)
+            except GitError:
+                if not written_before:
+                    raise
+                del self._commits[key]  # pruned since, perhaps (`commit_object`): once more
+                new = self.commit_object(*key)
+                self.git(*moved, new, head, failure=failure)
             head = new
         elif head == baseline:
             raise WorkspaceError("the job's workspace has no changes to commit")
@@ -376,8 +391,8 @@ class Worktree:
         here before for the same three, if any (a checkpoint writes the commit of the agent's
         result with the job's message, and summarizing puts that very commit on the branch).
 
-        Until a ref names it, it is kept as the files a measurement hashed are: `git gc`
-        prunes objects no ref reaches only once they are older than `gc.pruneExpire`.
+        No ref names it until then: a `git gc` with a user's `gc.pruneExpire=now` may prune
+        it meanwhile, and `commit` then writes it again.
         """
         key = (tree, parent, message)
         if key not in self._commits:
