@@ -11,7 +11,13 @@ submits no-op script jobs (one file written, then finish) and times one
 twice, with a few jobs and with many; the difference, divided by the extra jobs, is the CPU a
 job costs, without interpreter start-up and imports.
 
+With `--together`, the two sides of a round run at the same time (one core each on a 2-core
+machine), so a change in the machine's speed (a virtual machine's neighbours) reaches both
+alike; CPU time, not wall time, is what is compared. The side that finishes first then runs
+alone for the rest, which favours the slower one, if anything.
+
     .venv/bin/python benchmarks/cpu_per_job.py [--against REV] [--jobs 5,25] [--rounds 2]
+        [--together]
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -112,13 +119,36 @@ def drive(tree: Path, job_count: int) -> Usage:
         return Usage(own, children, wall)
 
 
-def per_job(tree: Path, few: int, many: int) -> Usage:
-    small, large = drive(tree, few), drive(tree, many)
-    extra = many - few
+def per_job(trees: list[Path], few: int, many: int, *, together: bool) -> list[Usage]:
+    """The CPU a job costs on each tree; with `together`, the trees' drives of the same
+    number of jobs run at the same time."""
+    if together:
+        with ThreadPoolExecutor(len(trees)) as pool:
+            small = list(pool.map(lambda tree: drive(tree, few), trees))
+            large = list(pool.map(lambda tree: drive(tree, many), trees))
+    else:
+        small, large = [], []
+        for tree in trees:
+            small.append(drive(tree, few))
+            large.append(drive(tree, many))
+    pairs = zip(small, large, strict=True)
+    return [_difference(few_jobs, many_jobs, many - few) for few_jobs, many_jobs in pairs]
+
+
+def _difference(small: Usage, large: Usage, extra: int) -> Usage:
     return Usage(
         (large.own - small.own) / extra,
         (large.children - small.children) / extra,
         (large.wall - small.wall) / extra,
+    )
+
+
+def _parts(earlier: Usage, now: Usage) -> tuple[float, float, float]:
+    """This checkout's cairn, children's and total CPU as fractions of the earlier's."""
+    return (
+        now.own / earlier.own,
+        now.children / earlier.children,
+        (now.own + now.children) / (earlier.own + earlier.children),
     )
 
 
@@ -142,6 +172,9 @@ def main() -> None:
     parser.add_argument("--against", default=ISSUE_16_FILED, help="the earlier revision")
     parser.add_argument("--jobs", default="5,25", help="the two job counts, few and many")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument(
+        "--together", action="store_true", help="run the two sides of a round at the same time"
+    )
     options = parser.parse_args()
     few, many = (int(n) for n in options.jobs.split(","))
     if not 0 < few < many:
@@ -152,8 +185,12 @@ def main() -> None:
         sides = {f"{options.against[:10]} (earlier)": earlier, "this checkout": HERE}
         rounds: dict[str, list[Usage]] = {name: [] for name in sides}
         for n in range(1, options.rounds + 1):
-            for name, tree in sides.items():
-                usage = per_job(tree, few, many)
+            # Each side goes first in every other round: a drift of the machine's speed within
+            # a round then favours neither.
+            order = list(sides.items()) if n % 2 else list(sides.items())[::-1]
+            trees = [tree for _, tree in order]
+            usages = per_job(trees, few, many, together=options.together)
+            for (name, _), usage in zip(order, usages, strict=True):
                 rounds[name].append(usage)
                 print(
                     f"round {n}, {name}: cairn {usage.own * 1000:.1f} ms, "
@@ -176,6 +213,15 @@ def main() -> None:
         for what, a, b in zip(("cairn", "children", "total"), before, now, strict=True)
     )
     print(f"this checkout / earlier: {ratios}")
+    # The two sides of one round run within a minute of each other: the median of the rounds'
+    # own ratios is the figure least moved by the machine's speed changing between rounds.
+    (earlier_rounds, now_rounds) = rounds.values()
+    parts = [_parts(a, b) for a, b in zip(earlier_rounds, now_rounds, strict=True)]
+    per_round = "  ".join(
+        f"{what} {statistics.median(ratios[n] for ratios in parts):.2f}"
+        for n, what in enumerate(("cairn", "children", "total"))
+    )
+    print(f"median of the rounds' ratios: {per_round}")
 
 
 if __name__ == "__main__":

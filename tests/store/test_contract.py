@@ -469,6 +469,15 @@ def test_transition_refuses_a_job_that_moved_meanwhile(store: Store) -> None:
         assert job_ledger.get_job(conn, job.id).stage is Stage.preparing_baseline
 
 
+def test_transition_refuses_a_field_the_jobs_table_does_not_have(store: Store) -> None:
+    """A move's SET clause is built from its parameters: a misspelt field must not be dropped
+    silently, nor the move made without it."""
+    (job,) = submit_jobs(store)
+    with store.begin() as conn, pytest.raises(TypeError, match="summry"):
+        job_ledger.transition(conn, job, Stage.preparing_baseline, Status.running, summry="x")
+    assert get_job(store, job.id) == job
+
+
 def test_a_fenced_transition_moves_only_under_the_current_token(store: Store) -> None:
     submit_jobs(store)
     first = claimed(store, "runner-a")

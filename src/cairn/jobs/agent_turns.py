@@ -245,9 +245,11 @@ def _tell_dependency_decision(drive: Drive) -> None:
     """Before the turn: tell the agent, once, how its last dependency request was decided."""
     with drive.store.read() as conn:
         asked = dep_ledger.for_job(conn, drive.job.id)
+        if not asked:
+            return  # most jobs never ask for one
         told = context.load(conn, drive.job.id).told
         reasons = {d.id: d.reason for d in decisions.for_job(conn, drive.job.id)}
-    if not asked or asked[-1].id in told:
+    if asked[-1].id in told:
         return
     latest = asked[-1]
     what = label(latest.ecosystem, latest.name, latest.version)

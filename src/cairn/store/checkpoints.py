@@ -47,6 +47,9 @@ class Checkpoint(Record):
     created_at: datetime
 
 
+_ADD = sa.insert(checkpoints).returning(checkpoints)
+
+
 def add(
     conn: sa.Connection,
     job_id: int,
@@ -81,8 +84,7 @@ def add(
         "fencing_token": fencing_token,
         "created_at": utcnow(),
     }
-    row = conn.execute(sa.insert(checkpoints).values(**values).returning(checkpoints)).one()
-    return Checkpoint.from_row(row)
+    return Checkpoint.from_row(conn.execute(_ADD, values).one())
 
 
 def latest(conn: sa.Connection, job_id: int, *, bundle: bool = True) -> Checkpoint | None:
@@ -91,17 +93,19 @@ def latest(conn: sa.Connection, job_id: int, *, bundle: bool = True) -> Checkpoi
     Without `bundle` its bytes are left in the store (read as empty): a runner compares
     positions before every pass, and only a rebuild needs the bundle itself.
     """
-    columns = [c for c in checkpoints.c if bundle or c.name != "bundle"]
-    query = (
-        sa.select(*columns)
-        .where(checkpoints.c.job_id == job_id)
-        .order_by(checkpoints.c.id.desc())
-        .limit(1)
-    )
-    row = conn.execute(query).first()
+    row = conn.execute(_LATEST[bundle], {"job": job_id}).first()
     if row is None:
         return None
     return Checkpoint.from_row(row) if bundle else Checkpoint(**{**row._mapping, "bundle": b""})
+
+
+def _latest(bundle: bool) -> sa.Select[Any]:
+    columns = [c for c in checkpoints.c if bundle or c.name != "bundle"]
+    query = sa.select(*columns).where(checkpoints.c.job_id == sa.bindparam("job"))
+    return query.order_by(checkpoints.c.id.desc()).limit(1)
+
+
+_LATEST = {bundle: _latest(bundle) for bundle in (True, False)}
 
 
 def for_job(conn: sa.Connection, job_id: int) -> list[Checkpoint]:

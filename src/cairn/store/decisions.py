@@ -95,9 +95,13 @@ def append(
     raise StoreError("the decision ledger is too busy right now; try the decision again")
 
 
+_FOR_JOB = (
+    sa.select(decisions).where(decisions.c.job_id == sa.bindparam("job")).order_by(decisions.c.id)
+)
+
+
 def for_job(conn: sa.Connection, job_id: int) -> list[Decision]:
-    query = sa.select(decisions).where(decisions.c.job_id == job_id).order_by(decisions.c.id)
-    return [Decision.from_row(r) for r in conn.execute(query)]
+    return [Decision.from_row(r) for r in conn.execute(_FOR_JOB, {"job": job_id})]
 
 
 @dataclass(frozen=True)

@@ -42,13 +42,15 @@ def get(conn: sa.Connection, request_id: int) -> DependencyRequest:
     return DependencyRequest.from_row(row)
 
 
+_FOR_JOB = (
+    sa.select(dependency_requests)
+    .where(dependency_requests.c.job_id == sa.bindparam("job"))
+    .order_by(dependency_requests.c.id)
+)
+
+
 def for_job(conn: sa.Connection, job_id: int) -> list[DependencyRequest]:
-    query = (
-        sa.select(dependency_requests)
-        .where(dependency_requests.c.job_id == job_id)
-        .order_by(dependency_requests.c.id)
-    )
-    return [DependencyRequest.from_row(r) for r in conn.execute(query)]
+    return [DependencyRequest.from_row(r) for r in conn.execute(_FOR_JOB, {"job": job_id})]
 
 
 def latest(conn: sa.Connection, job_id: int) -> DependencyRequest:

@@ -48,6 +48,8 @@ def find(conn: sa.Connection, key: str) -> Effect | None:
     return Effect.from_row(row) if row else None
 
 
+_FOR_JOB = sa.select(effects).where(effects.c.job_id == sa.bindparam("job")).order_by(effects.c.id)
+
+
 def for_job(conn: sa.Connection, job_id: int) -> list[Effect]:
-    query = sa.select(effects).where(effects.c.job_id == job_id).order_by(effects.c.id)
-    return [Effect.from_row(r) for r in conn.execute(query)]
+    return [Effect.from_row(r) for r in conn.execute(_FOR_JOB, {"job": job_id})]

@@ -59,9 +59,18 @@ def find_user(conn: sa.Connection, name: str) -> User | None:
     return User.from_row(row) if row else None
 
 
+_USER_BY_ID = sa.select(users).where(users.c.id == sa.bindparam("id"))
+_GROUP_BY_ID = sa.select(groups).where(groups.c.id == sa.bindparam("id"))
+_MEMBERSHIP = sa.select(memberships).where(
+    memberships.c.group_id == sa.bindparam("group"), memberships.c.user_id == sa.bindparam("user")
+)
+
+
 def get_user(conn: sa.Connection, key: int | str) -> User:
-    where = users.c.id == key if isinstance(key, int) else _named(users.c.name, key)
-    row = conn.execute(sa.select(users).where(where)).first()
+    if isinstance(key, int):
+        row = conn.execute(_USER_BY_ID, {"id": key}).first()
+    else:
+        row = conn.execute(sa.select(users).where(_named(users.c.name, key))).first()
     if row is None:
         raise NotFound(f"no user {key!r}", next_actions=[NextAction(Action.add_user)])
     return User.from_row(row)
@@ -114,8 +123,10 @@ def add_group(conn: sa.Connection, name: str, policy: dict[str, Any] | None = No
 
 
 def get_group(conn: sa.Connection, key: int | str) -> Group:
-    where = groups.c.id == key if isinstance(key, int) else _named(groups.c.name, key)
-    row = conn.execute(sa.select(groups).where(where)).first()
+    if isinstance(key, int):
+        row = conn.execute(_GROUP_BY_ID, {"id": key}).first()
+    else:
+        row = conn.execute(sa.select(groups).where(_named(groups.c.name, key))).first()
     if row is None:
         raise NotFound(f"no group {key!r}", next_actions=[NextAction(Action.add_group)])
     return Group.from_row(row)
@@ -155,11 +166,7 @@ def remove_membership(conn: sa.Connection, group_id: int, user_id: int) -> bool:
 
 
 def membership(conn: sa.Connection, group_id: int, user_id: int) -> Membership | None:
-    row = conn.execute(
-        sa.select(memberships).where(
-            (memberships.c.group_id == group_id) & (memberships.c.user_id == user_id)
-        )
-    ).first()
+    row = conn.execute(_MEMBERSHIP, {"group": group_id, "user": user_id}).first()
     return Membership.from_row(row) if row else None
 
 

@@ -62,9 +62,29 @@ def submit(
     return get_job(conn, job_id)
 
 
+# Built once, as every statement a job's drive runs a few times: SQLAlchemy then only binds.
+# A move's SET clause is the columns its parameters name.
+_GET = sa.select(jobs).where(jobs.c.id == sa.bindparam("job"))
+_MOVE = (
+    sa.update(jobs)
+    .where(
+        jobs.c.id == sa.bindparam("was_id"),
+        jobs.c.stage == sa.bindparam("was_stage"),
+        jobs.c.status == sa.bindparam("was_status"),
+    )
+    .returning(jobs)
+)
+_FENCED_MOVE = _MOVE.where(
+    jobs.c.fencing_token == sa.bindparam("was_token"), jobs.c.status == Status.running.value
+)
+_COLUMNS = frozenset(jobs.c.keys())
+_EVENT = sa.insert(events)
+_GET_REQUEST = sa.select(requests).where(requests.c.id == sa.bindparam("request"))
+
+
 def get_job(conn: sa.Connection, job_id: int) -> Job:
     """The job with this id; NotFound when there is none."""
-    row = conn.execute(sa.select(jobs).where(jobs.c.id == job_id)).first()
+    row = conn.execute(_GET, {"job": job_id}).first()
     if row is None:
         raise _no_job(job_id)
     return Job.from_row(row)
@@ -83,7 +103,7 @@ def _no_job(job_id: int) -> NotFound:
 
 
 def get_request(conn: sa.Connection, request_id: int) -> Request:
-    row = conn.execute(sa.select(requests).where(requests.c.id == request_id)).first()
+    row = conn.execute(_GET_REQUEST, {"request": request_id}).first()
     if row is None:
         raise NotFound(f"no request {request_id}")
     return Request.from_row(row)
@@ -122,15 +142,14 @@ def transition(
         values |= {"lease_owner": None, "lease_expires_at": None}
     if moves:
         values |= {"diagnosis": None, "next_actions": ()}
+    if not fields.keys() <= _COLUMNS:  # a SET clause built from parameters would drop them
+        raise TypeError(f"jobs have no column {sorted(fields.keys() - _COLUMNS)}")
     values |= fields
-    where = [
-        jobs.c.id == job.id,
-        jobs.c.stage == job.stage.value,
-        jobs.c.status == job.status.value,
-    ]
-    if fencing_token is not None:
-        where += [jobs.c.fencing_token == fencing_token, jobs.c.status == Status.running.value]
-    moved = conn.execute(sa.update(jobs).where(*where).values(**values).returning(jobs)).first()
+    was = {"was_id": job.id, "was_stage": job.stage.value, "was_status": job.status.value}
+    if fencing_token is None:
+        moved = conn.execute(_MOVE, values | was).first()
+    else:
+        moved = conn.execute(_FENCED_MOVE, values | was | {"was_token": fencing_token}).first()
     if moved is None:
         now_is = get_job(conn, job.id)
         if fencing_token is not None and (
@@ -142,7 +161,6 @@ def transition(
             next_actions=[NextAction(Action.show, job=job.id)],
         )
     if moves:
-        conn.execute(
-            sa.insert(events).values(job_id=job.id, stage=stage.value, status=status.value, at=now)
-        )
+        event = {"job_id": job.id, "stage": stage.value, "status": status.value, "at": now}
+        conn.execute(_EVENT, event)
     return Job.from_row(moved)

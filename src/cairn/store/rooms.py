@@ -45,9 +45,12 @@ def create_room(
     return get_room(conn, room_id)
 
 
+_BY_ID = sa.select(rooms).where(rooms.c.id == sa.bindparam("key"))
+_BY_NAME = sa.select(rooms).where(rooms.c.name == sa.bindparam("key"))
+
+
 def get_room(conn: sa.Connection, key: int | str) -> Room:
-    column = rooms.c.id if isinstance(key, int) else rooms.c.name
-    row = conn.execute(sa.select(rooms).where(column == key)).first()
+    row = conn.execute(_BY_ID if isinstance(key, int) else _BY_NAME, {"key": key}).first()
     if row is None:
         raise NotFound(f"no room {key!r}", next_actions=[NextAction(Action.create_room)])
     return Room.from_row(row)

@@ -71,6 +71,13 @@ _FINISH = (
     .returning(*stage_runs.c)
 )
 
+_GET = sa.select(stage_runs).where(stage_runs.c.id == sa.bindparam("run"))
+_FOR_JOB = (
+    sa.select(stage_runs)
+    .where(stage_runs.c.job_id == sa.bindparam("job"))
+    .order_by(stage_runs.c.id)
+)
+
 _MARK_REUSED = (
     sa.update(stage_runs)
     .where(
@@ -185,14 +192,11 @@ def finish(
 
 
 def get(conn: sa.Connection, run_id: int) -> StageRun:
-    return StageRun.from_row(
-        conn.execute(sa.select(stage_runs).where(stage_runs.c.id == run_id)).one()
-    )
+    return StageRun.from_row(conn.execute(_GET, {"run": run_id}).one())
 
 
 def for_job(conn: sa.Connection, job_id: int) -> list[StageRun]:
-    query = sa.select(stage_runs).where(stage_runs.c.job_id == job_id).order_by(stage_runs.c.id)
-    return [StageRun.from_row(r) for r in conn.execute(query)]
+    return [StageRun.from_row(r) for r in conn.execute(_FOR_JOB, {"job": job_id})]
 
 
 def mark_reused(conn: sa.Connection, job_id: int, run_ids: Sequence[int]) -> None:

@@ -15,19 +15,20 @@ import sqlalchemy as sa
 from cairn.store.runners import live_workspace_hosts
 from cairn.store.schema import jobs, utcnow, workspace_holders
 
+_JOB: sa.BindParameter[int] = sa.bindparam("job")
+_HOLDER = sa.select(workspace_holders.c.host).where(workspace_holders.c.job_id == _JOB)
+_HOLD = sa.update(workspace_holders).where(workspace_holders.c.job_id == _JOB)
+
 
 def holder(conn: sa.Connection, job_id: int) -> str | None:
     """The host whose disk holds the job's workspace; None before any host made one."""
-    query = sa.select(workspace_holders.c.host).where(workspace_holders.c.job_id == job_id)
-    return conn.execute(query).scalar()
+    return conn.execute(_HOLDER, {"job": job_id}).scalar()
 
 
 def hold(conn: sa.Connection, job_id: int, host: str) -> None:
     """Record that `host` now holds the job's workspace (the caller's transaction is fenced)."""
     values = {"host": host, "at": utcnow()}
-    updated = conn.execute(
-        sa.update(workspace_holders).where(workspace_holders.c.job_id == job_id).values(**values)
-    )
+    updated = conn.execute(_HOLD, {"job": job_id, **values})
     if updated.rowcount == 0:
         conn.execute(sa.insert(workspace_holders).values(job_id=job_id, **values))
 

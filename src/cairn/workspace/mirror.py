@@ -39,9 +39,9 @@ def _keep(path: Path, wanted: str) -> None:
     Replaced whole (never truncated, then written): git calls of other runners may read it.
     """
     try:
-        if path.read_text(encoding="utf-8") == wanted:
+        if path.read_bytes() == wanted.encode():  # before every git call: not in text mode
             return
-    except (OSError, UnicodeDecodeError):
+    except OSError:
         pass
     path.parent.mkdir(exist_ok=True)
     with tempfile.NamedTemporaryFile(
