@@ -39,11 +39,15 @@ def test_a_second_writer_waits_for_the_first_and_then_writes(sqlite_store: Store
 
     tries: list[str] = []
 
-    def count(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
+    def count(statement: str) -> None:
         if statement == "BEGIN IMMEDIATE":
             tries.append(statement)
 
-    sa.event.listen(sqlite_store.engine, "before_cursor_execute", count)
+    def trace(dbapi_connection: sqlite3.Connection, *_: Any) -> None:
+        # What SQLite itself runs: a transaction begins on the driver's own connection.
+        dbapi_connection.set_trace_callback(count)
+
+    sa.event.listen(sqlite_store.engine, "checkout", trace)
     waiting = threading.Thread(target=second)
     waiting.start()
     waiting.join(timeout=0.2)
@@ -53,6 +57,8 @@ def test_a_second_writer_waits_for_the_first_and_then_writes(sqlite_store: Store
     first.join()
     waiting.join(timeout=30)
     assert done == ["second"]
+    # It looked once its turn came (again if the first's commit still held SQLite's lock).
+    assert tries
     with sqlite_store.read() as conn:
         assert [user.name for user in identity.list_users(conn)] == ["first", "second"]
     sqlite_store.close()

@@ -213,7 +213,7 @@ def _sqlite_engine(url: str, pool: dict[str, Any], *, reader: bool = False) -> E
 
         @sa.event.listens_for(engine, "begin")
         def _on_begin(connection: sa.Connection) -> None:
-            connection.exec_driver_sql("BEGIN")
+            sqlite_writers.begin(connection, "BEGIN")
 
     else:
         sqlite_writers.take_turns(engine, SQLITE_BUSY_MS / 1000)
