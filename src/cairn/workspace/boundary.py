@@ -194,6 +194,8 @@ def check_no_new_escapes(before: Mapping[str, str], after: Mapping[str, str]) ->
 
 
 def _shown(relative: str) -> str:
-    # Agent-supplied paths may themselves be absolute local paths; show only the last part.
+    # Agent-supplied paths may themselves be absolute local paths; show only the last part,
+    # on one line and without a character a terminal would act on.
     name = os.path.basename(relative.rstrip("/")) or "?"
-    return f"…/{name}" if relative.startswith("/") else relative[:80]
+    shown = f"…/{name}" if relative.startswith("/") else relative[:80]
+    return "".join(c if c.isprintable() else "?" for c in shown)
