@@ -101,6 +101,12 @@ def test_read_file_is_bounded_and_says_so(workspace: Path, monkeypatch: pytest.M
     assert text.startswith("01234\n") and "continues" in text and "56789" not in text
 
 
+def test_a_refusal_shows_a_files_name_on_one_printable_line(workspace: Path) -> None:
+    os.mkfifo(workspace / "p\x1b[2J\nq")  # a name an agent's command may well have made
+    refused = error(read_file(workspace, "p\x1b[2J\nq"))
+    assert "not a regular file" in refused and refused.isprintable(), refused
+
+
 def test_read_file_refuses_what_it_must_not_read(workspace: Path, outside: Path) -> None:
     (workspace / "away.txt").symlink_to(outside / "secret.txt")
     (workspace / "via").symlink_to(outside)

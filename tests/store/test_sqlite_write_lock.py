@@ -107,3 +107,24 @@ def test_a_writer_gives_up_with_database_locked_after_the_busy_timeout(
     with store.read() as conn:
         assert [user.name for user in identity.list_users(conn)] == ["third"]
     store.close()
+
+
+@pytest.mark.parametrize("door", ["writer", "reader"])
+def test_a_transaction_that_cannot_begin_raises_as_sqlalchemy_raises(
+    sqlite_store: Store, door: str
+) -> None:
+    """A transaction begins on the driver's own connection; when it cannot, the error is the
+    one SQLAlchemy raises (so its disconnect handling and the store's plain-words errors
+    apply), never the driver's bare exception."""
+    engine = sqlite_store.engine if door == "writer" else sqlite_store.reader
+    assert engine is not None
+    with engine.connect() as conn:
+        raw = conn.connection.dbapi_connection
+        assert raw is not None
+        raw.close()  # the driver's connection gone under SQLAlchemy
+        with pytest.raises(sa.exc.DBAPIError) as raised:
+            conn.begin()
+        assert raised.value.connection_invalidated
+    with sqlite_store.begin() as conn:  # and the next writer is not held up
+        identity.add_user(conn, "next")
+    sqlite_store.close()

@@ -87,8 +87,9 @@ def _begin_immediate(connection: sa.Connection, deadline: float) -> None:
         try:
             raw.execute("BEGIN IMMEDIATE")
             return
-        except sqlite3.OperationalError as exc:
-            # SQLITE_BUSY and its extended codes (a writer, a recovery, a snapshot in use).
+        except sqlite3.Error as exc:
+            # Only SQLITE_BUSY and its extended codes (a writer, a recovery, a snapshot in use)
+            # are waited out; any other error is raised by the last look, wrapped.
             if getattr(exc, "sqlite_errorcode", 0) & 0xFF != sqlite3.SQLITE_BUSY:
                 break
         time.sleep(pause)

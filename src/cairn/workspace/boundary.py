@@ -36,10 +36,11 @@ def resolve_inside(root: Path, relative: str) -> Path:
         target = (root / pure).resolve()
     except (OSError, RuntimeError):
         # A symlink loop: Python 3.11 raises RuntimeError, with the absolute path in its message.
-        raise BoundaryError(f"the path {_shown(relative)} goes through a symlink loop") from None
+        looped = f"the path {shown_path(relative)} goes through a symlink loop"
+        raise BoundaryError(looped) from None
     if target != root and root not in target.parents:
         raise BoundaryError(
-            f"the path {_shown(relative)} leads outside the workspace through a symlink"
+            f"the path {shown_path(relative)} leads outside the workspace through a symlink"
         )
     inside = target.relative_to(root).parts
     if not inside or inside[0].casefold() == ".git":
@@ -54,12 +55,12 @@ def _checked_syntax(relative: str) -> PurePosixPath:
     pure = PurePosixPath(relative)
     if pure.is_absolute() or Path(relative).is_absolute():
         raise BoundaryError(
-            f"the agent named an absolute path ({_shown(relative)}); "
+            f"the agent named an absolute path ({shown_path(relative)}); "
             "only paths inside the workspace are allowed"
         )
     if ".." in pure.parts:
         raise BoundaryError(
-            f"the agent named a path that climbs out of the workspace ({_shown(relative)})"
+            f"the agent named a path that climbs out of the workspace ({shown_path(relative)})"
         )
     if pure.parts and pure.parts[0].casefold() == ".git":
         raise BoundaryError(_GIT_OFF_LIMITS)
@@ -80,7 +81,7 @@ def _refuse_hard_link(target: Path, relative: str) -> None:
 def hard_link_error(relative: str) -> BoundaryError:
     """The refusal of a file that has other names (hard links), which may lie outside."""
     return BoundaryError(
-        f"the file {_shown(relative)} is a hard link shared with another file, which may be "
+        f"the file {shown_path(relative)} is a hard link shared with another file, which may be "
         "outside the workspace; cairn will not use it"
     )
 
@@ -184,18 +185,18 @@ def check_no_new_escapes(before: Mapping[str, str], after: Mapping[str, str]) ->
     more = f" (and {len(new) - 1} more)" if len(new) > 1 else ""
     if after[first].startswith("hardlink:"):
         raise BoundaryError(
-            f"the command left {_shown(first)}{more}, a hard link to a file outside the "
+            f"the command left {shown_path(first)}{more}, a hard link to a file outside the "
             "workspace; links must stay inside the workspace"
         )
     raise BoundaryError(
-        f"the command left {_shown(first)}{more}, which leads outside the workspace through a "
+        f"the command left {shown_path(first)}{more}, which leads outside the workspace through a "
         "symlink (or into its .git folder); links must stay inside the workspace"
     )
 
 
-def _shown(relative: str) -> str:
-    # Agent-supplied paths may themselves be absolute local paths; show only the last part,
-    # on one line and without a character a terminal would act on.
+def shown_path(relative: str) -> str:
+    """An agent's path as a message may show it: an absolute one (perhaps a local path) by its
+    last part only, on one line and without a character a terminal would act on."""
     name = os.path.basename(relative.rstrip("/")) or "?"
     shown = f"…/{name}" if relative.startswith("/") else relative[:80]
     return "".join(c if c.isprintable() else "?" for c in shown)

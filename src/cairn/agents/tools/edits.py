@@ -26,7 +26,12 @@ from typing import Protocol
 
 from cairn.errors import BoundaryError
 from cairn.no_follow import read_no_follow
-from cairn.workspace.boundary import hard_link_error, open_folder_inside, resolve_inside
+from cairn.workspace.boundary import (
+    hard_link_error,
+    open_folder_inside,
+    resolve_inside,
+    shown_path,
+)
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
@@ -149,7 +154,7 @@ def read_regular(folder: int | None, name: str, shown: str, limit: int = -1) -> 
 
     def swapped() -> BoundaryError:
         return BoundaryError(
-            f"the file {shown[:80]} became a symlink while cairn was using it; a path that "
+            f"the file {shown_path(shown)} became a symlink while cairn was using it; a path that "
             "leads outside the workspace through a symlink is refused"
         )
 
@@ -157,7 +162,7 @@ def read_regular(folder: int | None, name: str, shown: str, limit: int = -1) -> 
         if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
             raise hard_link_error(shown)
         if not stat.S_ISREG(info.st_mode) and not stat.S_ISDIR(info.st_mode):
-            raise ToolFailed(f"{shown[:80]} is not a regular file")
+            raise ToolFailed(f"{shown_path(shown)} is not a regular file")
 
     # Non-blocking (cairn.no_follow), so a FIFO a command left behind cannot hang the agent.
     return read_no_follow(name, dir_fd=folder, symlink_error=swapped, check=plain, limit=limit)
