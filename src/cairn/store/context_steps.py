@@ -68,18 +68,18 @@ def steps(conn: sa.Connection, job_id: int, *, after: int = 0) -> list[ContextSt
     return [ContextStep.from_row(row) for row in conn.execute(query)]
 
 
-def last_step(conn: sa.Connection, job_id: int) -> ContextStep | None:
-    """The job's last saved step, where a resumed turn continues from; None when it has none."""
-    row = conn.execute(_LAST_STEP, {"job": job_id}).first()
-    return ContextStep.from_row(row) if row else None
-
-
 _LAST_STEP = (
     sa.select(context_steps)
     .where(context_steps.c.job_id == sa.bindparam("job"))
     .order_by(context_steps.c.seq.desc())
     .limit(1)
 )
+
+
+def last_step(conn: sa.Connection, job_id: int) -> ContextStep | None:
+    """The job's last saved step, where a resumed turn continues from; None when it has none."""
+    row = conn.execute(_LAST_STEP, {"job": job_id}).first()
+    return ContextStep.from_row(row) if row else None
 
 
 def _require_lease(conn: sa.Connection, job_id: int, fencing_token: int) -> None:

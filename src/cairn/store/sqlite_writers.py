@@ -72,20 +72,26 @@ def begin(connection: sa.Connection, statement: str) -> None:
     SQLAlchemy), so callers see the same errors either way.
     """
     try:
-        connection.connection.dbapi_connection.execute(statement)  # type: ignore[union-attr]
+        _driver(connection).execute(statement)
     except sqlite3.Error:
         connection.exec_driver_sql(statement)
+
+
+def _driver(connection: sa.Connection) -> Any:
+    """The sqlite3 connection under `connection`."""
+    driver = connection.connection.dbapi_connection
+    assert driver is not None, "a connection that begins a transaction is open"
+    return driver
 
 
 def _begin_immediate(connection: sa.Connection, deadline: float) -> None:
     """BEGIN IMMEDIATE, looking again at short, growing intervals while another process's
     writer holds the lock, until `deadline` (then SQLite's "database is locked")."""
     pause = FIRST_PAUSE_S
-    raw = connection.connection.dbapi_connection
-    assert raw is not None, "a connection that begins a transaction is open"
+    driver = _driver(connection)
     while time.monotonic() < deadline:
         try:
-            raw.execute("BEGIN IMMEDIATE")
+            driver.execute("BEGIN IMMEDIATE")
             return
         except sqlite3.Error as exc:
             # Only SQLITE_BUSY and its extended codes (a writer, a recovery, a snapshot in use)
