@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from cairn.errors import BoundaryError, WorkspaceError
-from cairn.workspace.boundary import resolve_inside
+from cairn.workspace.boundary import resolve_inside, shown_path
 
 
 @pytest.fixture
@@ -38,6 +38,29 @@ def test_absolute_paths_are_refused_showing_only_the_last_part(root: Path, relat
 def test_any_climbing_is_refused(root: Path, relative: str) -> None:
     with pytest.raises(BoundaryError, match="climbs out"):
         resolve_inside(root, relative)
+
+
+def test_a_climbing_path_is_shown_by_its_last_part_only(root: Path) -> None:
+    # What lies past the ".." is a place on this host the agent guessed at.
+    with pytest.raises(BoundaryError, match="climbs out") as caught:
+        resolve_inside(root, "../../home/alice/secrets/notes.txt")
+    message = str(caught.value)
+    assert "alice" not in message
+    assert "(…/notes.txt)" in message
+
+
+@pytest.mark.parametrize(
+    ("relative", "shown"),
+    [
+        ("/" + "n" * 300, "…/" + "n" * 59 + "…"),
+        ("../" + "n" * 300, "…/" + "n" * 59 + "…"),
+        ("d/" * 150 + "file", ("d/" * 40)[:79] + "…"),
+    ],
+    ids=["absolute", "climbing", "inside"],
+)
+def test_a_long_path_is_shown_clipped(relative: str, shown: str) -> None:
+    assert shown_path(relative) == shown
+    assert len(shown_path(relative)) <= 80
 
 
 @pytest.mark.parametrize("relative", [".git", ".git/config", ".git/hooks/post-checkout"])

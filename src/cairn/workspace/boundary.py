@@ -194,9 +194,21 @@ def check_no_new_escapes(before: Mapping[str, str], after: Mapping[str, str]) ->
     )
 
 
+_SHOWN_NAME_LIMIT = 60
+_SHOWN_PATH_LIMIT = 80
+
+
 def shown_path(relative: str) -> str:
-    """An agent's path as a message may show it: an absolute one (perhaps a local path) by its
-    last part only, on one line and without a character a terminal would act on."""
-    name = os.path.basename(relative.rstrip("/")) or "?"
-    shown = f"…/{name}" if relative.startswith("/") else relative[:80]
+    """An agent's path as a message may show it: on one line, without a character a terminal
+    would act on, and short. One that names a place outside the workspace (absolute, or
+    climbing with "..": perhaps a local path) by its last part only."""
+    if relative.startswith("/") or ".." in relative.split("/"):
+        name = os.path.basename(relative.rstrip("/")) or "?"
+        shown = "…/" + _clipped(name, _SHOWN_NAME_LIMIT)
+    else:
+        shown = _clipped(relative, _SHOWN_PATH_LIMIT)
     return "".join(c if c.isprintable() else "?" for c in shown)
+
+
+def _clipped(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
