@@ -13,7 +13,7 @@ from sqlalchemy.engine import Engine
 
 from cairn.errors import StoreError
 from cairn.next_action import Action, NextAction
-from cairn.store import sqlite_writers
+from cairn.store import sqlite_transactions
 
 if TYPE_CHECKING:
     from alembic.config import Config as AlembicConfig
@@ -206,17 +206,17 @@ def _sqlite_engine(url: str, pool: dict[str, Any], *, reader: bool = False) -> E
         if reader:
             cursor.execute("PRAGMA query_only=ON")  # a write through the read door fails loudly
         else:
-            cursor.execute("PRAGMA busy_timeout=0")  # the wait is cairn's (sqlite_writers)
+            cursor.execute("PRAGMA busy_timeout=0")  # the wait is cairn's (sqlite_transactions)
         cursor.close()
 
     if reader:
 
         @sa.event.listens_for(engine, "begin")
         def _on_begin(connection: sa.Connection) -> None:
-            sqlite_writers.begin(connection, "BEGIN")
+            sqlite_transactions.begin(connection, "BEGIN")
 
     else:
-        sqlite_writers.take_turns(engine, SQLITE_BUSY_MS / 1000)
+        sqlite_transactions.take_turns(engine, SQLITE_BUSY_MS / 1000)
     return engine
 
 

@@ -1,4 +1,5 @@
-"""How cairn's writers take SQLite's one write lock: one thread of a process at a time, and
+"""How cairn's SQLite transactions begin: each straight on the driver's connection (`begin`),
+and a writer's so that it takes SQLite's one write lock: one thread of a process at a time,
 looking again at short intervals while another process holds it.
 
 Every transaction of the writer pool is BEGIN IMMEDIATE: it takes the lock up front, so a
