@@ -170,3 +170,26 @@ def test_a_workspace_add_killed_with_its_runner_is_made_again(cairn: Cairn) -> N
     assert cairn.job(job.id).status is Status.completed, cairn.detail(job.id)["diagnosis"]
     assert not any(lock.exists() for lock in locks) and not staging.exists()
     assert cairn.git("show", "main:out.txt") == "one\ntwo"
+
+
+def test_the_measurement_index_of_a_killed_runner_is_dropped_by_the_next(cairn: Cairn) -> None:
+    """A measurement index (an index of the whole repository) goes with the object that
+    wrote it; a SIGKILLed runner's stays behind until the next runner of the job drops it."""
+    job = cairn.submit(SCRIPT)
+    assert _work(cairn, "crash:after_accept:running_agent") == 137
+    found = subprocess.run(
+        ["git", "rev-parse", "--path-format=absolute", "--git-path", "index"],
+        cwd=cairn.workspace(job.id),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    admin = Path(found.stdout.strip()).parent
+    left = list(admin.glob("cairn-index-*"))
+    assert left, "the killed runner measured the agent's result"
+    an_hour_ago = time.time() - 3600
+    for index in left:
+        os.utime(index, (an_hour_ago, an_hour_ago))
+    assert _work(cairn) == 0
+    assert cairn.job(job.id).status is Status.waiting, cairn.detail(job.id)["diagnosis"]
+    assert list(admin.glob("cairn-index-*")) == []

@@ -515,3 +515,19 @@ def test_fetches_never_see_a_worktree_being_added(
         adding_done.set()
         fetcher.join()
     assert failures == []
+
+
+def test_measurements_left_by_a_killed_runner_are_dropped_and_live_ones_kept(
+    worktree: Worktree, baseline: str
+) -> None:
+    admin = _git_path(worktree, "index").parent
+    worktree.content_id()
+    [own] = admin.glob("cairn-index-*")
+    dead = [admin / "cairn-index-0dead", admin / "cairn-index-1dead.lock"]
+    young = admin / "cairn-index-2young"  # another object's, being written this second
+    for left, age in [(dead[0], 3600), (dead[1], 3600), (young, 1), (own, 3600)]:
+        _plant(left, age)
+    assert sorted(worktree.drop_dead_measurements(older_than=30)) == [p.name for p in dead]
+    assert sorted(admin.glob("cairn-index-*")) == sorted([own, young])
+    (worktree.path / "NEW.md").write_text("work\n")
+    assert worktree.commit(baseline, "Add NEW.md") != baseline, "its own measurement still works"

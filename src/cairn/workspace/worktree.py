@@ -6,6 +6,7 @@ import contextlib
 import os
 import shutil
 import stat
+import time
 import uuid
 import weakref
 from collections.abc import Callable, Sequence
@@ -26,6 +27,10 @@ STAT_WIDTH = 10_000
 """Wide enough that git never shortens a path in a diffstat with `...`."""
 _POINTER_LIMIT = 4096
 """The longest `.git` pointer read: git writes one line with a path."""
+
+
+_MEASUREMENT = "cairn-index-"
+"""How a measurement index is named (and git's lock on it, while git writes it)."""
 
 
 def _remove_quietly(path: Path) -> None:
@@ -55,7 +60,7 @@ class Worktree:
         process (each a few bytes): written again, one would differ only in its date."""
         self._bundle: tuple[tuple[str, str, str], bytes] | None = None
         """The last bundle made, by (tip, baseline, ref): a commit is often bundled twice."""
-        self._index_name = f"cairn-index-{uuid.uuid4().hex}"
+        self._index_name = f"{_MEASUREMENT}{uuid.uuid4().hex}"
         """This object's measurement index, in the worktree's entry in the mirror."""
         self._indexes: set[Path] = set()
         """Where it was written: removed when this object goes."""
@@ -164,6 +169,32 @@ class Worktree:
         if admin is not None and self._entry_names_this_folder(admin):
             candidates += [admin / "index.lock", admin / "HEAD.lock", admin / "ORIG_HEAD.lock"]
         return clear_stale(candidates, older_than, held=self.mirror.lock, stop=stop)
+
+    def drop_dead_measurements(self, older_than: float) -> list[str]:
+        """Remove the measurement indexes that other `Worktree` objects left here and that no
+        git has written for `older_than` seconds (a lease); the names of those removed.
+
+        Each is an index of the whole repository, removed when its object goes; a runner
+        killed with SIGKILL leaves its own. For the runner that holds the job's lease, before
+        it measures the workspace: one still written to belongs to a git at work, and is left.
+        """
+        admin = self._valid_admin()
+        if admin is None or not self._entry_names_this_folder(admin):
+            return []
+        removed: list[str] = []
+        written_before = time.time() - older_than
+        try:
+            found = [e for e in os.scandir(admin) if e.name.startswith(_MEASUREMENT)]
+        except OSError:
+            return removed  # the entry went meanwhile, and its files with it
+        for entry in found:
+            if entry.name.startswith(self._index_name):
+                continue  # this object's own, and git's lock while it writes it
+            with contextlib.suppress(OSError):
+                if entry.stat(follow_symlinks=False).st_mtime <= written_before:
+                    os.unlink(entry.path)
+                    removed.append(entry.name)
+        return removed
 
     def _entry_names_this_folder(self, admin: Path) -> bool:
         """Whether the mirror's entry points back at this folder (not another job's entry)."""
