@@ -10,14 +10,18 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
 
+from cairn.config import Config
+from cairn.jobs.concurrency import LEASE_EXPIRY_MARGIN, RunnerProcess
 from cairn.stages import Stage, Status
 from cairn.store import Store, identity, leases, rooms
 from cairn.store import jobs as job_ledger
+from cairn.store import wakeups as wakeup_module
 from cairn.store.schema import jobs, utcnow
 from cairn.store.wakeups import Wakeups, open_wakeups
 
@@ -321,3 +325,28 @@ def test_on_sqlite_only_a_commit_that_leaves_a_job_claimable_wakes(sqlite_url: s
     finally:
         wakeups.close()
         store.close()
+
+
+def test_an_idle_runner_waits_no_longer_than_the_first_lease_has_left(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lease that runs out notifies no one and, on SQLite, moves no data_version: a
+    listening runner's idle wait ends when the first lease runs out, not at the next poll."""
+    job = _submit(store)
+    with store.begin() as conn:
+        assert leases.claim(conn, "a runner about to die", 0.3, job_id=job) is not None
+    asked: list[float | None] = []
+
+    def wait(_waiter: Any, timeout: float | None = None) -> bool:
+        asked.append(timeout)
+        return False
+
+    monkeypatch.setattr(wakeup_module.Waiter, "wait", wait)
+    wakeups = open_wakeups(store)
+    try:
+        assert wakeups.listening
+        RunnerProcess(store, Config(home=tmp_path))._idle_wait(wakeups)()
+    finally:
+        wakeups.close()
+    [timeout] = asked
+    assert timeout is not None and timeout <= 0.3 + LEASE_EXPIRY_MARGIN

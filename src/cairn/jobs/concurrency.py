@@ -168,11 +168,11 @@ class RunnerProcess:
     def _idle_wait(self, wakeups: Wakeups) -> Callable[[], bool]:
         """One thread's idle wait; while listening, also until the first lease runs out.
 
-        A lease that runs out notifies nobody: without this, a dead runner's job would wait
-        for the next poll on top of its lease. (On SQLite the poll is short already.)
+        A lease that runs out notifies nobody (and moves no SQLite data_version): without
+        this, a dead runner's job would wait for the next poll on top of its lease.
         """
         waiter = wakeups.waiter()
-        if not (wakeups.listening and self.store.dialect == "postgresql"):
+        if not wakeups.listening:
             return waiter.wait
 
         def wait() -> bool:
