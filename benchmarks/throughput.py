@@ -10,13 +10,15 @@ when it answers at 127.0.0.1:5432):
    `cairn gc` tidies the installation before the next round, so every round starts alike.
    For reference, the same jobs split between two installations that share nothing (two
    homes, two stores, two mirrors), one runner each: what the machine allows two runners
-   before any cost of sharing a store;
+   before any cost of sharing a store. These run in rounds, back to back and in the reverse
+   order every other round; the figures are the rounds' medians (see `scaling`);
 2. failover: from a runner's SIGKILL to its job running again under another runner, with the
    part spent waiting for the lease to run out reported beside it;
 3. pickup: from a decision (an approval at the review gate) to a runner holding the job,
    with LISTEN/NOTIFY (on SQLite: the data_version watcher) and with the plain poll alone.
 
-    .venv/bin/python benchmarks/throughput.py [--jobs 30] [--runners 1,2,4] [--profile]
+    .venv/bin/python benchmarks/throughput.py [--jobs 30] [--runners 1,2,4] [--rounds 3]
+        [--profile]
 
 `--profile` also runs one runner under cProfile on SQLite and prints where its CPU went.
 """
@@ -259,6 +261,43 @@ def apart(homes: list[Home], job_count: int) -> float:
     return job_count / (end - start) * 60
 
 
+APART = 0
+"""The key of two installations sharing nothing in `scaling`'s rows."""
+
+
+def scaling(
+    made: Home, other: Home, counts: list[int], job_count: int, rounds: int
+) -> tuple[dict[int, dict[str, list[float]]], dict[int, list[float]]]:
+    """Each runner count of `counts` on `made`, and two installations sharing nothing (key
+    APART), once a round; every round's figures, and each one's ratio to the first count's
+    jobs per minute in the same round.
+
+    The machine's speed drifts by a third within minutes here: the configurations of a round
+    run back to back, in the reverse order every other round, so a drift favours none.
+    """
+    rows: dict[int, dict[str, list[float]]] = {}
+    ratios: dict[int, list[float]] = {}
+    for n in range(rounds):
+        keys = [*counts, APART]
+        measured: dict[int, dict[str, float]] = {}
+        for key in keys if n % 2 == 0 else keys[::-1]:
+            if key == APART:
+                measured[key] = {"jobs_per_min": apart([made, other], job_count)}
+            else:
+                measured[key] = throughput(made, key, job_count)
+        one = measured[counts[0]]["jobs_per_min"]
+        shown = ", ".join(
+            f"{'apart' if key == APART else key} {measured[key]['jobs_per_min']:.0f}"
+            for key in keys
+        )
+        print(f"  round {n + 1}, jobs/min: {shown}", flush=True)
+        for key, row in measured.items():
+            for name, value in row.items():
+                rows.setdefault(key, {}).setdefault(name, []).append(value)
+            ratios.setdefault(key, []).append(row["jobs_per_min"] / one)
+    return rows, ratios
+
+
 def failover(made: Home) -> dict[str, float]:
     """Seconds from SIGKILL of the runner holding a job to another runner holding it."""
     processes = started_runners(made, 2)
@@ -352,6 +391,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=30)
     parser.add_argument("--runners", default="1,2,4")
     parser.add_argument("--backends", default="sqlite,postgres")
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
     counts = [int(n) for n in args.runners.split(",")]
@@ -364,20 +404,28 @@ def main() -> None:
             for each in (made, other):  # each mirror is cloned once, here
                 each.submit([NOOP_SCRIPT.format(n="warm-up")])
                 stop(started_runners(each, 1, "--until-idle"))
-            rows = {n: throughput(made, n, args.jobs) for n in counts}
-            one = rows[counts[0]]["jobs_per_min"]
             print(f"\n{backend}:")
-            for n, row in rows.items():
-                print(
-                    f"  {n} runner{'s' * (n > 1)}: {row['jobs_per_min']:7.1f} jobs/min "
-                    f"({row['jobs_per_min'] / one:.2f}x one runner), cairn CPU "
-                    f"{row['cpu_ms_per_job']:6.1f} ms/job, subprocesses "
-                    f"{row['children_cpu_ms_per_job']:6.1f} ms/job"
-                )
-            shared_nothing = apart([made, other], args.jobs)
+            rows, ratios = scaling(made, other, counts, args.jobs, args.rounds)
+            median = {
+                key: {name: statistics.median(values) for name, values in row.items()}
+                for key, row in rows.items()
+            }
+            one = median[counts[0]]["jobs_per_min"]
             print(
-                f"  2 installations sharing nothing, 1 runner each: {shared_nothing:7.1f} "
-                f"jobs/min ({shared_nothing / one:.2f}x one runner: the machine's own limit)"
+                f"  median of {args.rounds} rounds (in parentheses, the median of each round's own "
+                "ratio to its one runner):"
+            )
+            for n in counts:
+                print(
+                    f"  {n} runner{'s' * (n > 1)}: {median[n]['jobs_per_min']:7.1f} jobs/min "
+                    f"({statistics.median(ratios[n]):.2f}x one runner), cairn CPU "
+                    f"{median[n]['cpu_ms_per_job']:6.1f} ms/job, subprocesses "
+                    f"{median[n]['children_cpu_ms_per_job']:6.1f} ms/job"
+                )
+            print(
+                "  2 installations sharing nothing, 1 runner each: "
+                f"{median[APART]['jobs_per_min']:7.1f} jobs/min "
+                f"({statistics.median(ratios[APART]):.2f}x one runner: the machine's own limit)"
             )
             for threads in (2, 4):
                 row = throughput(made, 1, args.jobs, threads=threads)
