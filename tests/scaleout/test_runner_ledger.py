@@ -10,7 +10,7 @@ from cairn.stages import Status
 from cairn.store import Store, identity, leases, rooms
 from cairn.store import jobs as job_ledger
 from cairn.store import runners as runner_ledger
-from cairn.store.schema import jobs, runners
+from cairn.store.schema import jobs, runners, utcnow
 
 
 def _jobs(store: Store, count: int) -> list[int]:
@@ -105,10 +105,15 @@ def test_unregister_and_the_forgetting_of_long_lost_runners(store: Store) -> Non
     assert list(_listed(store)) == ["new"]
 
 
-def test_time_until_the_first_lease_runs_out(store: Store) -> None:
-    [job] = _jobs(store, 1)
+def test_time_until_the_next_lease_runs_out(store: Store) -> None:
+    past, job = _jobs(store, 2)
     with store.begin() as conn:
         assert runner_ledger.seconds_until_a_lease_expires(conn) is None, "nothing running"
+        a_minute_ago = utcnow() - timedelta(seconds=60)
+        assert leases.claim(conn, "dead", 1, job_id=past, now=a_minute_ago) is not None
+    with store.begin() as conn:
+        # Claimable already: a runner that left it to another host must not wake for it.
+        assert runner_ledger.seconds_until_a_lease_expires(conn) is None, "a lease ran out"
         assert leases.claim(conn, "a", 30, job_id=job) is not None
     with store.begin() as conn:
         until = runner_ledger.seconds_until_a_lease_expires(conn)

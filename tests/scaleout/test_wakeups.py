@@ -327,14 +327,17 @@ def test_on_sqlite_only_a_commit_that_leaves_a_job_claimable_wakes(sqlite_url: s
         store.close()
 
 
-def test_an_idle_runner_waits_no_longer_than_the_first_lease_has_left(
+def test_an_idle_runner_waits_no_longer_than_the_next_lease_has_left(
     store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A lease that runs out notifies no one and, on SQLite, moves no data_version: a
-    listening runner's idle wait ends when the first lease runs out, not at the next poll."""
-    job = _submit(store)
+    listening runner's idle wait ends when the next lease runs out, not at the next poll. A
+    lease already past (a job this runner left to its workspace's host) does not cut the wait
+    short, or the runner would claim nothing twenty times a second."""
+    left, job = _submit(store), _submit(store)
     with store.begin() as conn:
-        assert leases.claim(conn, "a runner about to die", 0.3, job_id=job) is not None
+        a_minute_ago = utcnow() - timedelta(seconds=60)
+        assert leases.claim(conn, "a lost runner", 1, job_id=left, now=a_minute_ago) is not None
     asked: list[float | None] = []
 
     def wait(_waiter: Any, timeout: float | None = None) -> bool:
@@ -345,8 +348,13 @@ def test_an_idle_runner_waits_no_longer_than_the_first_lease_has_left(
     wakeups = open_wakeups(store)
     try:
         assert wakeups.listening
-        RunnerProcess(store, Config(home=tmp_path))._idle_wait(wakeups)()
+        idle_wait = RunnerProcess(store, Config(home=tmp_path))._idle_wait(wakeups)
+        idle_wait()
+        with store.begin() as conn:
+            assert leases.claim(conn, "a runner about to die", 0.3, job_id=job) is not None
+        idle_wait()
     finally:
         wakeups.close()
-    [timeout] = asked
-    assert timeout is not None and timeout <= 0.3 + LEASE_EXPIRY_MARGIN
+    past_only, next_one = asked
+    assert past_only is None, "the plain poll"
+    assert next_one is not None and next_one <= 0.3 + LEASE_EXPIRY_MARGIN

@@ -128,10 +128,19 @@ def hand_back(conn: sa.Connection, runner_id: str) -> int:
 
 
 def seconds_until_a_lease_expires(conn: sa.Connection) -> float | None:
-    """How long until the first lease of a running job runs out (it is then claimable)."""
+    """How long until the next lease of a running job runs out (it is then claimable); None
+    when no lease is still to run out.
+
+    A lease already past is not counted: the job is claimable now, and a runner that did not
+    claim it leaves it to another host for a while (affinity). Counting it would end every
+    idle wait at once, and the runner would claim nothing over and over.
+    """
+    now = database_now(conn)
     first = conn.execute(
-        sa.select(sa.func.min(jobs.c.lease_expires_at)).where(jobs.c.status == Status.running.value)
+        sa.select(sa.func.min(jobs.c.lease_expires_at)).where(
+            jobs.c.status == Status.running.value, jobs.c.lease_expires_at > now
+        )
     ).scalar()
     if first is None:
         return None
-    return max(0.0, float((first - database_now(conn)).total_seconds()))
+    return max(0.0, float((first - now).total_seconds()))
