@@ -517,17 +517,18 @@ def test_fetches_never_see_a_worktree_being_added(
     assert failures == []
 
 
-def test_measurements_left_by_a_killed_runner_are_dropped_and_live_ones_kept(
+def test_measurements_another_object_left_are_dropped_and_its_own_kept(
     worktree: Worktree, baseline: str
 ) -> None:
     admin = _git_path(worktree, "index").parent
     worktree.content_id()
     [own] = admin.glob("cairn-index-*")
-    dead = [admin / "cairn-index-0dead", admin / "cairn-index-1dead.lock"]
-    young = admin / "cairn-index-2young"  # another object's, being written this second
-    for left, age in [(dead[0], 3600), (dead[1], 3600), (young, 1), (own, 3600)]:
-        _plant(left, age)
-    assert sorted(worktree.drop_dead_measurements(older_than=30)) == [p.name for p in dead]
-    assert sorted(admin.glob("cairn-index-*")) == sorted([own, young])
+    # A killed runner's index and git's lock on it, one written a moment ago.
+    left = [admin / "cairn-index-0dead", admin / "cairn-index-0dead.lock", admin / "cairn-index-1"]
+    for index in left:
+        _plant(index, age=1)
+    assert sorted(worktree.drop_others_measurements()) == sorted(p.name for p in left)
+    assert list(admin.glob("cairn-index-*")) == [own]
+    assert _git_path(worktree, "index").exists(), "the worktree's own index stays"
     (worktree.path / "NEW.md").write_text("work\n")
     assert worktree.commit(baseline, "Add NEW.md") != baseline, "its own measurement still works"

@@ -6,7 +6,6 @@ import contextlib
 import os
 import shutil
 import stat
-import time
 import uuid
 import weakref
 from collections.abc import Callable, Sequence
@@ -170,30 +169,29 @@ class Worktree:
             candidates += [admin / "index.lock", admin / "HEAD.lock", admin / "ORIG_HEAD.lock"]
         return clear_stale(candidates, older_than, held=self.mirror.lock, stop=stop)
 
-    def drop_dead_measurements(self, older_than: float) -> list[str]:
-        """Remove the measurement indexes that other `Worktree` objects left here and that no
-        git has written for `older_than` seconds (a lease); the names of those removed.
+    def drop_others_measurements(self) -> list[str]:
+        """Remove the measurement indexes other `Worktree` objects left here; their names.
 
         Each is an index of the whole repository, removed when its object goes; a runner
-        killed with SIGKILL leaves its own. For the runner that holds the job's lease, before
-        it measures the workspace: one still written to belongs to a git at work, and is left.
+        killed with SIGKILL leaves its own. For the runner that has just taken the job's
+        lease, before it measures: only the lease holder measures the workspace. A runner
+        that lost the lease and measures still only loses its measurement (`commit` falls
+        back to `reset`), and its writes are refused anyway.
         """
         admin = self._valid_admin()
         if admin is None or not self._entry_names_this_folder(admin):
             return []
-        removed: list[str] = []
-        written_before = time.time() - older_than
         try:
             found = [e for e in os.scandir(admin) if e.name.startswith(_MEASUREMENT)]
         except OSError:
-            return removed  # the entry went meanwhile, and its files with it
+            return []  # the entry went meanwhile, and its files with it
+        removed = []
         for entry in found:
             if entry.name.startswith(self._index_name):
                 continue  # this object's own, and git's lock while it writes it
             with contextlib.suppress(OSError):
-                if entry.stat(follow_symlinks=False).st_mtime <= written_before:
-                    os.unlink(entry.path)
-                    removed.append(entry.name)
+                os.unlink(entry.path)
+                removed.append(entry.name)
         return removed
 
     def _entry_names_this_folder(self, admin: Path) -> bool:
