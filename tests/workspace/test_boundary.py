@@ -52,15 +52,38 @@ def test_a_climbing_path_is_shown_by_its_last_part_only(root: Path) -> None:
 @pytest.mark.parametrize(
     ("relative", "shown"),
     [
-        ("/" + "n" * 300, "…/" + "n" * 59 + "…"),
-        ("../" + "n" * 300, "…/" + "n" * 59 + "…"),
-        ("d/" * 150 + "file", ("d/" * 40)[:79] + "…"),
+        ("/" + "n" * 300, "…/" + "n" * 19 + "…" + "n" * 40),
+        ("../" + "n" * 300, "…/" + "n" * 19 + "…" + "n" * 40),
+        ("d/" * 150 + "file.py", ("d/" * 13) + "…" + ("d/" * 150 + "file.py")[-53:]),
     ],
     ids=["absolute", "climbing", "inside"],
 )
-def test_a_long_path_is_shown_clipped(relative: str, shown: str) -> None:
+def test_a_long_path_is_shown_cut_in_the_middle_so_its_name_stays(
+    relative: str, shown: str
+) -> None:
     assert shown_path(relative) == shown
     assert len(shown_path(relative)) <= 80
+
+
+@pytest.mark.parametrize(("relative", "shown"), [("/", "/"), ("//", "/"), ("/etc/", "…/etc")])
+def test_the_root_and_a_folder_are_shown_plainly(relative: str, shown: str) -> None:
+    assert shown_path(relative) == shown
+
+
+def test_an_accent_stays_with_its_letter_when_a_path_is_cut() -> None:
+    decomposed = "e\u0301" * 100  # "é" as a letter and a combining accent
+    assert shown_path(decomposed) == "é" * 26 + "…" + "é" * 53
+
+
+def test_a_path_out_through_a_symlink_is_shown_by_its_last_part_only(
+    root: Path, tmp_path: Path
+) -> None:
+    (root / "up").symlink_to(tmp_path)  # a link a repository can carry, to a folder above
+    with pytest.raises(BoundaryError, match="through a symlink") as caught:
+        resolve_inside(root, "up/home/alice/.config/gh/hosts.yml")
+    message = str(caught.value)
+    assert "alice" not in message
+    assert "…/hosts.yml" in message
 
 
 @pytest.mark.parametrize("relative", [".git", ".git/config", ".git/hooks/post-checkout"])

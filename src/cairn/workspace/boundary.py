@@ -15,6 +15,7 @@ import contextlib
 import errno
 import os
 import stat
+import unicodedata
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 
@@ -36,11 +37,12 @@ def resolve_inside(root: Path, relative: str) -> Path:
         target = (root / pure).resolve()
     except (OSError, RuntimeError):
         # A symlink loop: Python 3.11 raises RuntimeError, with the absolute path in its message.
-        looped = f"the path {shown_path(relative)} goes through a symlink loop"
+        looped = f"the path {shown_path(relative, outside=True)} goes through a symlink loop"
         raise BoundaryError(looped) from None
     if target != root and root not in target.parents:
         raise BoundaryError(
-            f"the path {shown_path(relative)} leads outside the workspace through a symlink"
+            f"the path {shown_path(relative, outside=True)} leads outside the workspace through "
+            "a symlink"
         )
     inside = target.relative_to(root).parts
     if not inside or inside[0].casefold() == ".git":
@@ -198,17 +200,23 @@ _SHOWN_NAME_LIMIT = 60
 _SHOWN_PATH_LIMIT = 80
 
 
-def shown_path(relative: str) -> str:
+def shown_path(relative: str, *, outside: bool = False) -> str:
     """An agent's path as a message may show it: on one line, without a character a terminal
-    would act on, and short. One that names a place outside the workspace (absolute, or
-    climbing with "..": perhaps a local path) by its last part only."""
-    if relative.startswith("/") or ".." in relative.split("/"):
-        name = os.path.basename(relative.rstrip("/")) or "?"
-        shown = "…/" + _clipped(name, _SHOWN_NAME_LIMIT)
+    would act on, and short. One that names a place outside the workspace (absolute, climbing
+    with "..", or `outside`: through a symlink that leads out), perhaps a local path, by its
+    last part only."""
+    text = unicodedata.normalize("NFC", relative)  # an accent stays with its letter
+    if outside or text.startswith("/") or ".." in text.split("/"):
+        name = os.path.basename(text.rstrip("/"))
+        shown = "…/" + _clipped(name, _SHOWN_NAME_LIMIT) if name else "/"
     else:
-        shown = _clipped(relative, _SHOWN_PATH_LIMIT)
+        shown = _clipped(text, _SHOWN_PATH_LIMIT)
     return "".join(c if c.isprintable() else "?" for c in shown)
 
 
 def _clipped(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    """`text` in at most `limit` characters: cut in the middle, so a file's name stays."""
+    if len(text) <= limit:
+        return text
+    head = (limit - 1) // 3
+    return text[:head] + "…" + text[len(text) - (limit - 1 - head) :]
