@@ -11,7 +11,7 @@ when it answers at 127.0.0.1:5432):
    For reference, the same jobs split between two installations that share nothing (two
    homes, two stores, two mirrors), one runner each: what the machine allows two runners
    before any cost of sharing a store. These run in rounds, back to back and in the reverse
-   order every other round; the figures are the rounds' medians (see `scaling`);
+   order every other round; the figures are the rounds' medians (see `in_rounds`);
 2. failover: from a runner's SIGKILL to its job running again under another runner, with the
    part spent waiting for the lease to run out reported beside it;
 3. pickup: from a decision (an approval at the review gate) to a runner holding the job,
@@ -37,8 +37,9 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -238,7 +239,7 @@ def reset(made: Home, ids: list[int]) -> None:
     made.cli("gc")
 
 
-def apart(homes: list[Home], job_count: int) -> float:
+def apart(homes: list[Home], job_count: int) -> dict[str, float]:
     """Jobs per minute of one runner on each of `homes` (installations sharing nothing but
     the machine), `job_count` jobs in all: what the machine allows several runners, whatever
     a shared store costs them."""
@@ -258,44 +259,46 @@ def apart(homes: list[Home], job_count: int) -> float:
     stop(processes)
     for made, made_ids in zip(homes, ids, strict=True):
         reset(made, made_ids)
-    return job_count / (end - start) * 60
+    return {"jobs_per_min": job_count / (end - start) * 60}
 
 
-APART = 0
-"""The key of two installations sharing nothing in `scaling`'s rows."""
+@dataclass(frozen=True)
+class Setup:
+    """One configuration the rounds measure: a short name for the round lines, its label,
+    and the measurement (jobs per minute, and CPU per job where it is known)."""
+
+    short: str
+    label: str
+    measure: Callable[[], dict[str, float]]
 
 
-def scaling(
-    made: Home, other: Home, counts: list[int], job_count: int, rounds: int
-) -> tuple[dict[int, dict[str, list[float]]], dict[int, list[float]]]:
-    """Each runner count of `counts` on `made`, and two installations sharing nothing (key
-    APART), once a round; every round's figures, and each one's ratio to the first count's
-    jobs per minute in the same round.
+def in_rounds(
+    setups: list[Setup], rounds: int
+) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
+    """Each setup once a round; the median of every figure over the rounds, and the median of
+    each round's own ratio of a setup's jobs per minute to the first setup's, by label.
 
-    The machine's speed drifts by a third within minutes here: the configurations of a round
-    run back to back, in the reverse order every other round, so a drift favours none.
+    The machine's speed drifts by a third within minutes here: the setups of a round run back
+    to back, in the reverse order every other round, so a drift favours none.
     """
-    rows: dict[int, dict[str, list[float]]] = {}
-    ratios: dict[int, list[float]] = {}
+    figures: dict[str, dict[str, list[float]]] = {setup.label: {} for setup in setups}
+    ratios: dict[str, list[float]] = {setup.label: [] for setup in setups}
     for n in range(rounds):
-        keys = [*counts, APART]
-        measured: dict[int, dict[str, float]] = {}
-        for key in keys if n % 2 == 0 else keys[::-1]:
-            if key == APART:
-                measured[key] = {"jobs_per_min": apart([made, other], job_count)}
-            else:
-                measured[key] = throughput(made, key, job_count)
-        one = measured[counts[0]]["jobs_per_min"]
-        shown = ", ".join(
-            f"{'apart' if key == APART else key} {measured[key]['jobs_per_min']:.0f}"
-            for key in keys
-        )
+        measured = {
+            setup.label: setup.measure() for setup in (setups if n % 2 == 0 else setups[::-1])
+        }
+        first = measured[setups[0].label]["jobs_per_min"]
+        shown = ", ".join(f"{s.short} {measured[s.label]['jobs_per_min']:.0f}" for s in setups)
         print(f"  round {n + 1}, jobs/min: {shown}", flush=True)
-        for key, row in measured.items():
+        for label, row in measured.items():
             for name, value in row.items():
-                rows.setdefault(key, {}).setdefault(name, []).append(value)
-            ratios.setdefault(key, []).append(row["jobs_per_min"] / one)
-    return rows, ratios
+                figures[label].setdefault(name, []).append(value)
+            ratios[label].append(row["jobs_per_min"] / first)
+    medians = {
+        label: {name: statistics.median(values) for name, values in row.items()}
+        for label, row in figures.items()
+    }
+    return medians, {label: statistics.median(values) for label, values in ratios.items()}
 
 
 def failover(made: Home) -> dict[str, float]:
@@ -395,6 +398,8 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
     counts = [int(n) for n in args.runners.split(",")]
+    if args.rounds < 1 or min(counts) < 1:
+        parser.error("--rounds and every count of --runners take a number from 1")
     print(f"{os.cpu_count()} cores; {args.jobs} no-op jobs per round; lease {LEASE_SECONDS:g} s")
     for backend in args.backends.split(","):
         if backend == "postgres" and not postgres_reachable():
@@ -405,35 +410,38 @@ def main() -> None:
                 each.submit([NOOP_SCRIPT.format(n="warm-up")])
                 stop(started_runners(each, 1, "--until-idle"))
             print(f"\n{backend}:")
-            rows, ratios = scaling(made, other, counts, args.jobs, args.rounds)
-            median = {
-                key: {name: statistics.median(values) for name, values in row.items()}
-                for key, row in rows.items()
-            }
-            one = median[counts[0]]["jobs_per_min"]
-            print(
-                f"  median of {args.rounds} rounds (in parentheses, the median of each round's own "
-                "ratio to its one runner):"
-            )
-            for n in counts:
-                print(
-                    f"  {n} runner{'s' * (n > 1)}: {median[n]['jobs_per_min']:7.1f} jobs/min "
-                    f"({statistics.median(ratios[n]):.2f}x one runner), cairn CPU "
-                    f"{median[n]['cpu_ms_per_job']:6.1f} ms/job, subprocesses "
-                    f"{median[n]['children_cpu_ms_per_job']:6.1f} ms/job"
+            setups = [
+                Setup(str(n), f"{n} runner{'s' * (n > 1)}", partial(throughput, made, n, args.jobs))
+                for n in counts
+            ]
+            setups.append(
+                Setup(
+                    "apart",
+                    "2 installations sharing nothing, 1 runner each (the machine's own limit)",
+                    partial(apart, [made, other], args.jobs),
                 )
-            print(
-                "  2 installations sharing nothing, 1 runner each: "
-                f"{median[APART]['jobs_per_min']:7.1f} jobs/min "
-                f"({statistics.median(ratios[APART]):.2f}x one runner: the machine's own limit)"
             )
-            for threads in (2, 4):
-                row = throughput(made, 1, args.jobs, threads=threads)
-                print(
-                    f"  1 runner, --concurrency {threads}: {row['jobs_per_min']:7.1f} jobs/min "
-                    f"({row['jobs_per_min'] / one:.2f}x), cairn CPU "
-                    f"{row['cpu_ms_per_job']:6.1f} ms/job"
+            setups += [
+                Setup(
+                    f"c{threads}",
+                    f"1 runner, --concurrency {threads}",
+                    partial(throughput, made, 1, args.jobs, threads=threads),
                 )
+                for threads in (2, 4)
+            ]
+            medians, ratios = in_rounds(setups, args.rounds)
+            print(
+                f"  median of {args.rounds} rounds (in parentheses, the median of each round's "
+                f"own ratio to its {setups[0].label}):"
+            )
+            for label, row in medians.items():
+                cpu = (
+                    f", cairn CPU {row['cpu_ms_per_job']:6.1f} ms/job, subprocesses "
+                    f"{row['children_cpu_ms_per_job']:6.1f} ms/job"
+                    if "cpu_ms_per_job" in row
+                    else ""
+                )
+                print(f"  {label}: {row['jobs_per_min']:7.1f} jobs/min ({ratios[label]:.2f}x){cpu}")
             lost = failover(made)
             print(
                 f"  failover after SIGKILL: {lost['total_s']:.2f} s until another runner "
