@@ -517,18 +517,28 @@ def test_fetches_never_see_a_worktree_being_added(
     assert failures == []
 
 
-def test_measurements_another_object_left_are_dropped_and_its_own_kept(
+def test_measurements_of_processes_gone_are_dropped_and_live_ones_kept(
     worktree: Worktree, baseline: str
 ) -> None:
     admin = _git_path(worktree, "index").parent
     worktree.content_id()
     [own] = admin.glob("cairn-index-*")
-    # A killed runner's index and git's lock on it, one written a moment ago.
-    left = [admin / "cairn-index-0dead", admin / "cairn-index-0dead.lock", admin / "cairn-index-1"]
-    for index in left:
-        _plant(index, age=1)
-    assert sorted(worktree.drop_others_measurements()) == sorted(p.name for p in left)
-    assert list(admin.glob("cairn-index-*")) == [own]
+    gone = _a_pid_gone()
+    # A killed runner's index and git's lock on it, and one named before indexes carried a
+    # process id; then another live process's (a runner stopping gracefully, still driving).
+    dead = [f"cairn-index-{gone}-0dead", f"cairn-index-{gone}-0dead.lock", "cairn-index-0old"]
+    live = admin / f"cairn-index-{os.getppid()}-1live"
+    for name in [*dead, live.name]:
+        _plant(admin / name, age=1)
+    assert sorted(worktree.drop_dead_measurements()) == sorted(dead)
+    assert sorted(admin.glob("cairn-index-*")) == sorted([own, live])
     assert _git_path(worktree, "index").exists(), "the worktree's own index stays"
     (worktree.path / "NEW.md").write_text("work\n")
     assert worktree.commit(baseline, "Add NEW.md") != baseline, "its own measurement still works"
+
+
+def _a_pid_gone() -> int:
+    """The id of a process that has ended (and been reaped)."""
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    return ended.pid

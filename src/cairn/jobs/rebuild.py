@@ -49,7 +49,7 @@ def ensure_workspace_here(drive: Drive) -> Checkpoint | None:
     drive.worktree.clear_stale_locks(
         drive.config.lease_seconds, refs=own_refs, stop=drive.stop_requested
     )
-    drive.worktree.drop_others_measurements()  # and the indexes a killed runner measured in
+    drive.worktree.drop_dead_measurements()  # and the indexes a killed runner measured in
     if held_by == here and os.path.lexists(drive.worktree.path):
         return None  # this host's own workspace, whatever state a crash left it in (rule 9)
     if held_by is None and latest is None:  # a job new to every host: this one makes it

@@ -29,7 +29,22 @@ _POINTER_LIMIT = 4096
 
 
 _MEASUREMENT = "cairn-index-"
-"""How a measurement index is named (and git's lock on it, while git writes it)."""
+"""How a measurement index is named, then the writing process's id and a random part (and
+git's lock on it, while git writes it)."""
+
+
+def _writer_alive(name: str) -> bool:
+    """Whether the process that named a measurement index `name` is still running here."""
+    pid = name.removeprefix(_MEASUREMENT).partition("-")[0]
+    if not pid.isdigit() or int(pid) == 0:
+        return False  # named before indexes carried their process's id, or not by cairn
+    try:
+        os.kill(int(pid), 0)
+    except (ProcessLookupError, OverflowError):
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
 
 
 def _remove_quietly(path: Path) -> None:
@@ -59,7 +74,7 @@ class Worktree:
         process (each a few bytes): written again, one would differ only in its date."""
         self._bundle: tuple[tuple[str, str, str], bytes] | None = None
         """The last bundle made, by (tip, baseline, ref): a commit is often bundled twice."""
-        self._index_name = f"{_MEASUREMENT}{uuid.uuid4().hex}"
+        self._index_name = f"{_MEASUREMENT}{os.getpid()}-{uuid.uuid4().hex}"
         """This object's measurement index, in the worktree's entry in the mirror."""
         self._indexes: set[Path] = set()
         """Where it was written: removed when this object goes."""
@@ -169,14 +184,15 @@ class Worktree:
             candidates += [admin / "index.lock", admin / "HEAD.lock", admin / "ORIG_HEAD.lock"]
         return clear_stale(candidates, older_than, held=self.mirror.lock, stop=stop)
 
-    def drop_others_measurements(self) -> list[str]:
-        """Remove the measurement indexes other `Worktree` objects left here; their names.
+    def drop_dead_measurements(self) -> list[str]:
+        """Remove the measurement indexes that processes no longer running left here; their
+        names.
 
         Each is an index of the whole repository, removed when its object goes; a runner
         killed with SIGKILL leaves its own. For the runner that has just taken the job's
-        lease, before it measures: only the lease holder measures the workspace. A runner
-        that lost the lease and measures still only loses its measurement (`commit` falls
-        back to `reset`), and its writes are refused anyway.
+        lease, before it measures. One of a live process is left to it: a runner stopping
+        gracefully hands its jobs back while its threads still drive them for a moment, and
+        an index taken from under a measurement would make git measure a different tree.
         """
         admin = self._valid_admin()
         if admin is None or not self._entry_names_this_folder(admin):
@@ -187,8 +203,8 @@ class Worktree:
             return []  # the entry went meanwhile, and its files with it
         removed = []
         for entry in found:
-            if entry.name.startswith(self._index_name):
-                continue  # this object's own, and git's lock while it writes it
+            if _writer_alive(entry.name):
+                continue  # its object removes it (this process's own included)
             with contextlib.suppress(OSError):
                 os.unlink(entry.path)
                 removed.append(entry.name)
