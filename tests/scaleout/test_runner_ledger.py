@@ -106,7 +106,7 @@ def test_unregister_and_the_forgetting_of_long_lost_runners(store: Store) -> Non
 
 
 def test_time_until_the_next_lease_runs_out(store: Store) -> None:
-    past, job = _jobs(store, 2)
+    past, job, just = _jobs(store, 3)
     with store.begin() as conn:
         assert runner_ledger.seconds_until_a_lease_expires(conn) is None, "nothing running"
         a_minute_ago = utcnow() - timedelta(seconds=60)
@@ -118,3 +118,9 @@ def test_time_until_the_next_lease_runs_out(store: Store) -> None:
     with store.begin() as conn:
         until = runner_ledger.seconds_until_a_lease_expires(conn)
     assert until is not None and 0 < until <= 30
+    with store.begin() as conn:
+        # Ran out a moment ago, perhaps between a runner's claim and its look: due now.
+        a_moment_ago = utcnow() - timedelta(seconds=1.05)
+        assert leases.claim(conn, "b", 1, job_id=just, now=a_moment_ago) is not None
+    with store.begin() as conn:
+        assert runner_ledger.seconds_until_a_lease_expires(conn) == 0.0

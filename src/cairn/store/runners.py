@@ -127,18 +127,25 @@ def hand_back(conn: sa.Connection, runner_id: str) -> int:
     return int(handed.rowcount)
 
 
+JUST_RAN_OUT_SECONDS = 0.5
+"""A lease that ran out this recently still counts as running out now (0 s)."""
+
+
 def seconds_until_a_lease_expires(conn: sa.Connection) -> float | None:
     """How long until the next lease of a running job runs out (it is then claimable); None
     when no lease is still to run out.
 
-    A lease already past is not counted: the job is claimable now, and a runner that did not
-    claim it leaves it to another host for a while (affinity). Counting it would end every
-    idle wait at once, and the runner would claim nothing over and over.
+    A lease long past is not counted: the job was claimable, and a runner that did not claim
+    it leaves it to another host for a while (affinity). Counting it would end every idle
+    wait at once, and the runner would claim nothing over and over. One that ran out in the
+    last `JUST_RAN_OUT_SECONDS` counts as running out now: it may have run out between this
+    runner's last claim and this look.
     """
     now = database_now(conn)
+    recently = now - timedelta(seconds=JUST_RAN_OUT_SECONDS)
     first = conn.execute(
         sa.select(sa.func.min(jobs.c.lease_expires_at)).where(
-            jobs.c.status == Status.running.value, jobs.c.lease_expires_at > now
+            jobs.c.status == Status.running.value, jobs.c.lease_expires_at > recently
         )
     ).scalar()
     if first is None:
