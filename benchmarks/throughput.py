@@ -398,8 +398,8 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
     counts = [int(n) for n in args.runners.split(",")]
-    if args.rounds < 1 or min(counts) < 1:
-        parser.error("--rounds and every count of --runners take a number from 1")
+    if args.rounds < 1 or args.jobs < 1 or min(counts) < 1 or len(set(counts)) < len(counts):
+        parser.error("--rounds, --jobs and --runners take numbers from 1, each count once")
     print(f"{os.cpu_count()} cores; {args.jobs} no-op jobs per round; lease {LEASE_SECONDS:g} s")
     for backend in args.backends.split(","):
         if backend == "postgres" and not postgres_reachable():
