@@ -73,6 +73,9 @@ def test_the_root_and_a_folder_are_shown_plainly(relative: str, shown: str) -> N
 def test_an_accent_stays_with_its_letter_when_a_path_is_cut() -> None:
     decomposed = "e\u0301" * 100  # "é" as a letter and a combining accent
     assert shown_path(decomposed) == "é" * 26 + "…" + "é" * 53
+    marked = "q\u0307" * 100  # a letter and a mark with no composed form
+    head, tail = shown_path(marked).split("…")
+    assert head == "q\u0307" * 13 and tail == "q\u0307" * 26
 
 
 def test_a_path_out_through_a_symlink_is_shown_by_its_last_part_only(

@@ -218,5 +218,10 @@ def _clipped(text: str, limit: int) -> str:
     """`text` in at most `limit` characters: cut in the middle, so a file's name stays."""
     if len(text) <= limit:
         return text
-    head = (limit - 1) // 3
-    return text[:head] + "…" + text[len(text) - (limit - 1 - head) :]
+    head, tail = (limit - 1) // 3, len(text) - (limit - 1 - (limit - 1) // 3)
+    # A combining mark goes with its letter: both kept or both cut.
+    while head > 0 and unicodedata.combining(text[head]):
+        head -= 1
+    while tail < len(text) and unicodedata.combining(text[tail]):
+        tail += 1
+    return text[:head] + "…" + text[tail:]
