@@ -71,6 +71,34 @@ def test_an_extra_read_only_bind_is_readable_and_not_writable(
     assert not (shared / "new.txt").exists()
 
 
+def test_cairns_own_python_is_there_read_only_even_under_a_covered_folder(
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # cairn installed in a venv under /tmp (covered in every sandbox): the coding CLIs start
+    # cairn's tool server with that Python inside the sandbox.
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "tool").write_text("cairn's own\n")
+    monkeypatch.setattr(sys, "prefix", str(venv))
+    command = f"cat '{venv}/bin/tool'; echo x > '{venv}/bin/tool' || echo REFUSED"
+    result = run_in_workspace(command, workspace, timeout=60)
+    assert result.exit_code == 0 and "cairn's own" in result.output, result.output
+    assert "REFUSED" in result.output and (venv / "bin" / "tool").read_text() == "cairn's own\n"
+
+
+def test_a_python_folder_that_holds_a_hidden_one_is_not_shown(
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "venv" / "home"  # cairn's home inside its venv: it stays hidden
+    home.mkdir(parents=True)
+    (home / "cairn.db").write_text("the store\n")
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / "venv"))
+    command = f"cat '{home}/cairn.db'; echo ran"
+    result = run_in_workspace(command, workspace, timeout=60, hidden=(home,))
+    assert result.exit_code == 0 and "ran" in result.output, result.output
+    assert "the store" not in result.output
+
+
 def test_a_missing_read_only_bind_is_simply_absent(workspace: Path, tmp_path: Path) -> None:
     policy = SandboxPolicy(read_only_binds=(tmp_path / "nowhere",))
     result = run_in_workspace("echo ran", workspace, timeout=60, policy=policy)

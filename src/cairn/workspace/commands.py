@@ -260,7 +260,9 @@ def sandbox_argv(
     for folder in _git_folders(workspace):
         # The workspace's own git data stays readable (read-only) even inside a hidden home.
         argv += ["--ro-bind", str(folder), str(folder)]
-    for folder in policy.read_only_binds:
+    home_covers = [Path(home).resolve() / name for name in CREDENTIAL_PATHS] if home else []
+    shown = [*policy.read_only_binds, *_interpreter_folders([*covers, *home_covers])]
+    for folder in shown:
         # After the covers, so a folder inside a hidden one shows through; "-try": a missing
         # folder is simply absent, as it would be without the sandbox.
         resolved = Path(folder).resolve()
@@ -283,6 +285,19 @@ def sandbox_argv(
     user_namespace = [] if os.geteuid() == 0 else ["--unshare-user-try"]
     isolation = [flag for flag in _ISOLATION if not (policy.network and flag == "--unshare-net")]
     return [*argv, *user_namespace, *isolation, "--chdir", str(workspace), "--"]
+
+
+def _interpreter_folders(covered: list[Path]) -> list[Path]:
+    """cairn's own Python (its venv and the interpreter it was made from), to show read-only
+    through the covers: the coding CLIs start cairn's tool server with it inside the sandbox,
+    so it must be there when cairn was installed in a covered folder (a venv under /tmp).
+    Never a folder that holds a covered one: that would show it again."""
+    folders = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix)}
+    return sorted(
+        folder
+        for folder in folders
+        if not any(folder == cover or folder in cover.parents for cover in covered)
+    )
 
 
 def _git_folders(workspace: Path) -> list[Path]:
